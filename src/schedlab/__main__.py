@@ -1,0 +1,5 @@
+import sys
+
+from schedlab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,280 @@
+"""Command line: one command per user intent.
+
+  ./schedlab run        the main job: fetch, apply, build, boot smt4, topology check
+  ./schedlab test       the test command CI runs
+  ./schedlab setup | fetch | series ... | build | vm | presets
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from . import build as buildmod
+from . import deps, series, source
+from . import topology as topomod
+from . import vm
+from .util import LabError, Stages, eprint, run, say
+
+CHECK_MARK = "@@schedlab-topology-end@@"
+DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
+
+
+def _tree(args) -> source.Tree:
+    return source.resolve_tree(args.kernel, args.base)
+
+
+def _built(args, tree: source.Tree) -> buildmod.BuildResult:
+    commit = series.ensure_variant(tree, args.variant, getattr(args, "measure", False))
+    return buildmod.build(tree, args.variant, commit, args.config, args.arch)
+
+
+# ------------------------------------------------------------------ commands
+
+def cmd_setup(args) -> int:
+    deps.setup()
+    return 0
+
+
+def cmd_fetch(args) -> int:
+    tree = _tree(args)
+    say(f"base: {tree.description}\n  tree {tree.path}, base commit {tree.base[:12]}")
+    return 0
+
+
+def cmd_presets(args) -> int:
+    say(topomod.presets_help())
+    return 0
+
+
+def cmd_series(args) -> int:
+    tree = _tree(args)
+    if args.action == "list":
+        for p in series.read_series(series.PATCHES):
+            say(f"  {p.name}: {series.parse_patch(p.read_text())['subject']}")
+        return 0
+    if args.action == "apply":
+        commit = series.ensure_variant(tree, "patched", args.measure)
+        tree.checkout(commit)
+        n = len(series.variant_patches("patched", args.measure))
+        say(f"  {n} patch(es) applied: {tree.path} is at {commit[:12]} "
+            f"(ref {tree.ref('patched' + ('+measure' if args.measure else ''))})")
+        return 0
+    if args.action == "export":
+        folder = series.MEASURE if args.measure else series.PATCHES
+        start = args.start or (series.ensure_variant(tree, "patched") if args.measure
+                               else tree.base)
+        series.export(tree, start, args.end, folder, cover=not args.measure)
+        return 0
+    if args.action == "rebase":
+        if not args.onto:
+            raise LabError("series rebase needs --onto REV (a commit of the kernel tree)")
+        new = source.resolve_tree(args.kernel, args.onto) if (args.kernel or
+                                                               source.os.environ.get("KERNEL_SRC")) \
+            else _rebase_debian(tree, args.onto)
+        series.rebase(tree, new)
+        say(f"  the series now applies onto {new.base[:12]}; run './schedlab series export' "
+            "with the same --kernel/--base to write it back")
+        return 0
+    if args.action == "check":
+        if not series.read_series(series.PATCHES):
+            say("  the series is empty: nothing to check")
+            return 0
+        results = series.check(tree, ppc=not args.no_ppc)
+        text, ok = series.report(results)
+        say(text)
+        return 0 if ok else 1
+    raise LabError(f"unknown series action {args.action}")
+
+
+def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
+    sha = source.git(tree.path, "rev-parse", "--verify", "-q", onto + "^{commit}", check=False)
+    if not sha:
+        raise LabError(f"no commit {onto!r} in {tree.path}")
+    return source.Tree(key=tree.key, path=tree.path, base=sha,
+                       description=f"{tree.path} at {sha[:12]}")
+
+
+def cmd_build(args) -> int:
+    tree = _tree(args)
+    _built(args, tree)
+    return 0
+
+
+def run_vm(args, topo: topomod.Topology, image: Path, command: List[str]) -> int:
+    """Boot once: topology probe (unless --no-check), then the user's command."""
+    user = shlex.join(command) if command else "true"
+    if args.no_check:
+        res = vm.boot(image, topo, user, online=args.online, memory_mib=args.memory,
+                      kernel_args=args.append, timeout=args.timeout, verbose=args.verbose)
+        sys.stdout.write(res.output)
+        return res.returncode
+    probe = vm.guest_script("topology-probe.sh", topomod.GUEST_PROBE)
+    wrapper = vm.guest_script("vm-command.sh", f"bash {probe}\necho {CHECK_MARK}\n{user}\n")
+    res = vm.boot(image, topo, f"bash {wrapper}", online=args.online, memory_mib=args.memory,
+                  kernel_args=args.append, timeout=args.timeout, verbose=args.verbose)
+    report, sep, rest = res.output.partition(CHECK_MARK + "\n")
+    if not sep:
+        report, rest = res.output, ""
+    sys.stdout.write(rest)
+    view = topomod.parse_guest_report(report)
+    problems = topomod.check_view(topo, view, args.online)
+    say(f"  boot and command took {res.seconds:.1f}s under {res.accel}")
+    say(vm.format_view(topo, view))
+    if problems:
+        eprint("topology check FAILED:\n  " + "\n  ".join(problems))
+        return 3
+    say(f"  topology check passed ({topo.name or topo.spec()})")
+    return res.returncode
+
+
+def cmd_vm(args) -> int:
+    topo = topomod.parse_topology(args.topology)
+    tree = _tree(args)
+    result = _built(args, tree)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run_vm(args, topo, result.image, command)
+
+
+def cmd_run(args) -> int:
+    """The main job (until the measurement harness lands): fetch to topology check."""
+    st = Stages()
+    try:
+        with st.stage("setup"):
+            deps.setup()
+        with st.stage("fetch"):
+            tree = _tree(args)
+            say(f"  base: {tree.description}")
+        with st.stage("series apply"):
+            commit = series.ensure_variant(tree, "patched")
+        with st.stage("build patched/lab"):
+            result = buildmod.build(tree, "patched", commit, "lab", args.arch)
+        rc = 0
+        for name in args.topology:
+            with st.stage(f"boot {name} + topology check"):
+                rc |= run_vm(args, topomod.parse_topology(name), result.image, ["nproc"])
+        return rc
+    finally:
+        say(st.summary())
+
+
+def cmd_test(args) -> int:
+    """The test command (CI): unit tests, series check, one build, boots."""
+    st = Stages()
+    failed: List[str] = []
+    try:
+        with st.stage("setup"):
+            deps.setup()
+        with st.stage("lab unit tests (pytest)"):
+            if run(deps.pytest_cmd(), check=False).returncode != 0:
+                failed.append("pytest")
+        if args.unit_only:
+            return 1 if failed else 0
+        with st.stage("fetch"):
+            tree = _tree(args)
+            say(f"  base: {tree.description}")
+        with st.stage("series check"):
+            if series.read_series(series.PATCHES):
+                text, ok = series.report(series.check(tree, ppc=not args.no_ppc))
+                say(text)
+                if not ok:
+                    failed.append("series check")
+            else:
+                say("  the series is empty: nothing to check")
+        with st.stage("build patched/lab"):
+            commit = series.ensure_variant(tree, "patched")
+            result = buildmod.build(tree, "patched", commit, "lab")
+        for name in args.topology:
+            with st.stage(f"boot {name} + topology check"):
+                if run_vm(args, topomod.parse_topology(name), result.image, ["nproc"]) != 0:
+                    failed.append(f"boot {name}")
+    finally:
+        say(st.summary())
+    passed = len(args.topology) + 3 - len(failed)
+    say(f"test: {passed} passed, {len(failed)} failed" + (f" ({', '.join(failed)})"
+                                                          if failed else ""))
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------ parser
+
+def make_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--kernel", metavar="DIR",
+                        help="your own kernel git tree (e.g. tip/sched/core); default: "
+                             "$KERNEL_SRC, else Debian's linux-source-7.3")
+    common.add_argument("--base", metavar="REV",
+                        help="with --kernel: the base commit (default HEAD of that tree)")
+    buildopts = argparse.ArgumentParser(add_help=False)
+    buildopts.add_argument("--variant", default="patched", choices=["base", "patched"])
+    buildopts.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
+    buildopts.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES),
+                           help="target architecture (default x86_64)")
+    buildopts.add_argument("--measure", action="store_true",
+                           help="also apply the measurement series (patches/measure/)")
+    vmopts = argparse.ArgumentParser(add_help=False)
+    vmopts.add_argument("--online", type=int, metavar="K",
+                        help="bring up only K CPUs (kernel maxcpus=K); nr_cpu_ids stays N")
+    vmopts.add_argument("--memory", type=int, default=2048, metavar="MIB")
+    vmopts.add_argument("--append", action="append", default=[], metavar="ARG",
+                        help="extra kernel argument (repeatable)")
+    vmopts.add_argument("--timeout", type=float, default=900, metavar="SECS")
+    vmopts.add_argument("--no-check", action="store_true",
+                        help="skip the topology check")
+    vmopts.add_argument("--verbose", action="store_true", help="show the guest console")
+
+    p = argparse.ArgumentParser(prog="schedlab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("setup", help="install missing Debian packages and the venv")
+    s.set_defaults(func=cmd_setup)
+    s = sub.add_parser("fetch", parents=[common], help="prepare the base tree")
+    s.set_defaults(func=cmd_fetch)
+    s = sub.add_parser("presets", help="list the topology presets")
+    s.set_defaults(func=cmd_presets)
+    s = sub.add_parser("series", parents=[common], help="apply, export, rebase, check")
+    s.add_argument("action", choices=["list", "apply", "export", "rebase", "check"])
+    s.add_argument("--measure", action="store_true",
+                   help="apply: with the measurement series; export: into patches/measure/")
+    s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
+    s.add_argument("--end", default="HEAD", metavar="REV", help="export: last commit")
+    s.add_argument("--onto", metavar="REV", help="rebase: the new base")
+    s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
+    s.set_defaults(func=cmd_series)
+    s = sub.add_parser("build", parents=[common, buildopts], help="build a kernel")
+    s.set_defaults(func=cmd_build)
+    s = sub.add_parser("vm", parents=[common, buildopts, vmopts],
+                       help="boot on a topology and run a command: vm --topology smt8 -- nproc")
+    s.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
+    s.add_argument("command", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_vm)
+    s = sub.add_parser("run", parents=[common, vmopts],
+                       help="main job: fetch, apply, build, boot smt4, topology check")
+    s.add_argument("--topology", "-t", action="append", default=None)
+    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    s.set_defaults(func=cmd_run, default_topologies=["smt4"])
+    s = sub.add_parser("test", parents=[common, vmopts],
+                       help="the test command: pytest, series check, build, boots")
+    s.add_argument("--topology", "-t", action="append", default=None)
+    s.add_argument("--no-ppc", action="store_true", help="skip the ppc64le compile check")
+    s.add_argument("--unit-only", action="store_true", help="only the lab's pytest suite")
+    s.set_defaults(func=cmd_test, default_topologies=DEFAULT_TEST_TOPOLOGIES)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = make_parser().parse_args(argv)
+    if hasattr(args, "default_topologies") and not args.topology:
+        args.topology = args.default_topologies
+    try:
+        return args.func(args)
+    except LabError as exc:
+        eprint(f"schedlab: error: {exc}")
+        return 2
+    except KeyboardInterrupt:
+        eprint("schedlab: interrupted (every VM started was stopped)")
+        return 130

@@ -1,0 +1,374 @@
+"""The patch series: patches/ as git format-patch output, in the order of patches/series.
+
+patches/0000-cover-letter.patch is the cover letter (not listed in series).
+patches/measure/ is the measurement-only series (same layout), applied on top
+of base and patched alike when measuring, never part of the upstream series.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from . import build as buildmod
+from .source import Tree, lab_git
+from .util import LabError, REPO, git, log_dir, run, say, work_dir
+
+PATCHES = REPO / "patches"
+MEASURE = PATCHES / "measure"
+COVER = "0000-cover-letter.patch"
+
+
+def read_series(folder: Path = PATCHES) -> List[Path]:
+    """The patch files named by folder/series, in order."""
+    series = folder / "series"
+    if not series.is_file():
+        return []
+    out = []
+    for n, raw in enumerate(series.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name = line.split()[0]
+        path = folder / name
+        if not path.is_file():
+            raise LabError(f"{series}:{n}: {name} does not exist")
+        if name == COVER:
+            raise LabError(f"{series}:{n}: the cover letter is not part of the series")
+        out.append(path)
+    return out
+
+
+def parse_patch(text: str) -> Dict[str, object]:
+    """Subject, sign-offs and touched files of one format-patch file."""
+    subject = ""
+    m = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", text, re.M)
+    if m:
+        subject = re.sub(r"\s*\n[ \t]+", " ", m.group(1)).strip()
+        subject = re.sub(r"^\[[^\]]*\]\s*", "", subject)
+    head = text.split("\n---\n", 1)[0]
+    signoffs = re.findall(r"^Signed-off-by: (.+)$", head, re.M)
+    files = re.findall(r"^diff --git a/(\S+) b/(\S+)$", text, re.M)
+    return {"subject": subject, "signoffs": signoffs, "files": sorted({b for _, b in files})}
+
+
+def series_hash(base: str, patches: List[Path]) -> str:
+    h = hashlib.sha256(base.encode())
+    for p in patches:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _state_file(tree: Tree) -> Path:
+    return work_dir() / "trees" / f"{tree.key}.variants.json"
+
+
+def _load_state(tree: Tree) -> dict:
+    try:
+        return json.loads(_state_file(tree).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(tree: Tree, state: dict) -> None:
+    _state_file(tree).write_text(json.dumps(state, indent=1) + "\n")
+
+
+def am_in_progress(tree: Tree) -> bool:
+    gitdir = Path(git(tree.path, "rev-parse", "--absolute-git-dir"))
+    return (gitdir / "rebase-apply").exists()
+
+
+def apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str:
+    """git am -3 the patches onto a commit; returns the resulting commit.
+
+    On a failure the tree is left in the middle of git am at the failing patch.
+    """
+    if am_in_progress(tree):
+        raise LabError(f"a git am is already in progress in {tree.path}: finish it with "
+                       f"'git -C {tree.path} am --continue' or drop it with "
+                       f"'git -C {tree.path} am --abort'")
+    tree.checkout(onto)
+    log = log_dir() / "series.log"
+    for i, patch in enumerate(patches, 1):
+        proc = run(["git", "-C", str(tree.path), *_identity(), "am", "-3", "-q",
+                    "--no-signoff", str(patch)], capture=True, check=False)
+        with open(log, "a") as f:
+            f.write(f"$ git am -3 {patch}\n{proc.stdout}{proc.stderr}")
+        if proc.returncode != 0:
+            diff = run(["git", "-C", str(tree.path), "am", "--show-current-patch=diff"],
+                       capture=True, check=False).stdout
+            status = git(tree.path, "status", "--short", check=False)
+            raise LabError(
+                f"{what}: patch {i}/{len(patches)} {patch.name} does not apply onto "
+                f"{onto[:12]}\n{(proc.stdout + proc.stderr).strip()}\n"
+                f"--- git am --show-current-patch=diff (first 60 lines) ---\n"
+                + "\n".join(diff.splitlines()[:60]) +
+                f"\n--- conflicting files ---\n{status}\n"
+                f"The tree {tree.path} is left at that point. Resolve the conflicts there, "
+                f"'git add' them and run 'git -C {tree.path} am --continue' (then "
+                f"'./schedlab series export' to write the result back to patches/), or "
+                f"give up with 'git -C {tree.path} am --abort'.")
+    return git(tree.path, "rev-parse", "HEAD")
+
+
+def _identity() -> List[str]:
+    name = git(REPO, "config", "user.name", check=False) or "schedlab"
+    email = git(REPO, "config", "user.email", check=False) or "schedlab@localhost"
+    return ["-c", f"user.name={name}", "-c", f"user.email={email}"]
+
+
+def variant_patches(variant: str, measure: bool) -> List[Path]:
+    if variant not in ("base", "patched"):
+        raise LabError(f"unknown variant {variant!r}; known: base, patched")
+    patches = read_series(PATCHES) if variant == "patched" else []
+    if measure:
+        patches += read_series(MEASURE)
+    return patches
+
+
+def ensure_variant(tree: Tree, variant: str, measure: bool = False) -> str:
+    """The commit of a variant: base, or base plus the series (plus measure series)."""
+    patches = variant_patches(variant, measure)
+    name = variant + ("+measure" if measure else "")
+    if not patches:
+        tree.set_ref(name, tree.base)
+        return tree.base
+    key = series_hash(tree.base, patches)
+    state = _load_state(tree)
+    known = state.get(name, {})
+    commit = tree.commit_of(name)
+    if known.get("hash") == key and commit and commit == known.get("commit"):
+        return commit
+    say(f"  applying {len(patches)} patch(es) onto {tree.base[:12]} for {name}")
+    commit = apply_patches(tree, tree.base, patches, name)
+    tree.set_ref(name, commit)
+    state[name] = {"hash": key, "commit": commit, "base": tree.base}
+    _save_state(tree, state)
+    return commit
+
+
+# ---------------------------------------------------------------- export
+
+def _cover_parts(text: str) -> Tuple[str, str]:
+    """Title and blurb of a format-patch cover letter."""
+    m = re.search(r"^Subject: \[[^\]]*\] (.*)$", text, re.M)
+    title = m.group(1).strip() if m else "*** SUBJECT HERE ***"
+    body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
+    # The blurb ends where format-patch's shortlog starts ("Name (N):").
+    m2 = re.search(r"^\S.* \(\d+\):$", body, re.M)
+    blurb = body[:m2.start()] if m2 else body
+    return title, blurb.strip("\n")
+
+
+def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
+           folder: Path = PATCHES, cover: bool = True) -> List[Path]:
+    """Write start..end of the lab tree back as format-patch files and a series file."""
+    start = start or tree.base
+    end_sha = git(tree.path, "rev-parse", end)
+    count = int(git(tree.path, "rev-list", "--count", f"{start}..{end_sha}"))
+    if count == 0:
+        raise LabError(f"nothing to export: {start[:12]}..{end} is empty")
+    folder.mkdir(parents=True, exist_ok=True)
+    old_cover = folder / COVER
+    title, blurb = (None, None)
+    if cover and old_cover.is_file():
+        title, blurb = _cover_parts(old_cover.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["format-patch", "-q", "-o", tmp, f"--base={start}", "--no-signature",
+                "--zero-commit", f"{start}..{end_sha}"]
+        if cover:
+            args.insert(1, "--cover-letter")
+        git(tree.path, *args)
+        new = sorted(Path(tmp).glob("*.patch"))
+        for old in read_series(folder):
+            old.unlink()
+        names = []
+        for p in new:
+            text = p.read_text()
+            if p.name == COVER:
+                if title:
+                    text = text.replace("*** SUBJECT HERE ***", title, 1)
+                if blurb:
+                    text = text.replace("*** BLURB HERE ***", blurb, 1)
+            else:
+                names.append(p.name)
+            (folder / p.name).write_text(text)
+    (folder / "series").write_text("".join(n + "\n" for n in names))
+    say(f"  exported {len(names)} patch(es) into {folder}")
+    return [folder / n for n in names]
+
+
+# ---------------------------------------------------------------- rebase
+
+def rebase(tree: Tree, new_base: Tree) -> str:
+    """Apply the series onto another base and show git range-diff of old and new."""
+    old_commit = ensure_variant(tree, "patched")
+    patches = read_series(PATCHES)
+    new_commit = apply_patches(new_base, new_base.base, patches, "rebase")
+    new_base.set_ref("patched", new_commit)
+    if tree.path != new_base.path and git(tree.path, "rev-parse", "--git-common-dir") != \
+            git(new_base.path, "rev-parse", "--git-common-dir"):
+        # Different repositories: fetch the old series' objects for range-diff.
+        git(new_base.path, "fetch", "-q", str(tree.path), old_commit)
+    out = git(new_base.path, "range-diff", f"{tree.base}..{old_commit}",
+              f"{new_base.base}..{new_commit}")
+    say(out)
+    return new_commit
+
+
+# ---------------------------------------------------------------- check
+
+@dataclass
+class PatchCheck:
+    name: str
+    subject: str
+    problems: List[str]
+    notes: List[str]
+
+
+_TOP_DIRS = ("arch|block|certs|crypto|drivers|fs|include|init|io_uring|ipc|kernel|lib|mm|"
+             "net|rust|samples|scripts|security|sound|tools|virt")
+
+
+def _normalize_warning(line: str) -> str:
+    """A warning without its line/column and without the tree's location."""
+    line = re.sub(rf"^\S*?(?:^|/)((?:{_TOP_DIRS})/\S+?\.[ch]):", r"\1:", line.strip())
+    return re.sub(r"^(\S+?\.[ch]):\d+(?::\d+)?:", r"\1:", line)
+
+
+def objects_for(tree: Path, files: List[str]) -> Tuple[List[str], List[str]]:
+    """Make targets that compile these files, and files left uncompiled (with why)."""
+    targets: List[str] = []
+    skipped: List[str] = []
+
+    def makefile_has(d: Path, obj: str) -> bool:
+        mk = tree / d / "Makefile"
+        return mk.is_file() and re.search(rf"\b{re.escape(obj)}\b", mk.read_text()) is not None
+
+    def includers(path: Path) -> List[Path]:
+        found = []
+        for d in {path.parent, path.parent.parent}:
+            for c in sorted((tree / d).glob("*.c")):
+                text = c.read_text(errors="replace")
+                if re.search(rf'#include\s+"[^"]*\b{re.escape(path.name)}"', text):
+                    found.append(c.relative_to(tree))
+        return found
+
+    for f in files:
+        p = Path(f)
+        if p.suffix not in (".c", ".h"):
+            continue
+        if not (tree / p).exists():
+            continue
+        cands = [p] if p.suffix == ".c" else []
+        if not (cands and makefile_has(p.parent, p.stem + ".o")):
+            cands = includers(p)
+        objs = [str(c.with_suffix(".o")) for c in cands if makefile_has(c.parent, c.stem + ".o")]
+        if objs:
+            targets.extend(o for o in objs if o not in targets)
+        else:
+            skipped.append(f"{f}: no object compiles it directly")
+    return targets, skipped
+
+
+def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
+    """Check every patch: applies, checkpatch --strict, sign-off, W=1 clean objects."""
+    patches = read_series(PATCHES)
+    if not patches:
+        raise LabError(f"{PATCHES / 'series'} lists no patches")
+    tip = ensure_variant(tree, "patched")
+    commits = git(tree.path, "rev-list", "--reverse", f"{tree.base}..{tip}").split()
+    if len(commits) != len(patches):
+        raise LabError(f"{len(patches)} patches gave {len(commits)} commits")
+    log = log_dir() / "series-check.log"
+    log.write_text("")
+    arch = buildmod.get_arch("x86_64")
+    bdir = work_dir() / "build" / tree.key / "check-lab"
+    results: List[PatchCheck] = []
+    warn_cache: Dict[Tuple[str, str], List[str]] = {}
+
+    def warnings_at(commit: str, objs: List[str]) -> Dict[str, List[str]]:
+        todo = [o for o in objs if (commit, o) not in warn_cache]
+        if todo:
+            tree.checkout(commit)
+            for o in todo:
+                lines = buildmod.compile_objects(tree, bdir, [o], arch, log, w1=w1)
+                warn_cache[(commit, o)] = sorted({_normalize_warning(w) for w in lines})
+        return {o: warn_cache[(commit, o)] for o in objs}
+
+    prepared = False
+    for patch, commit in zip(patches, commits):
+        info = parse_patch(patch.read_text())
+        problems: List[str] = []
+        notes: List[str] = []
+        if not info["signoffs"]:
+            problems.append("no Signed-off-by")
+        cp = run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary", "--terse",
+                  "--showfile", str(patch)], cwd=tree.path, capture=True, check=False)
+        if cp.returncode != 0:
+            problems.append("checkpatch --strict:\n    " +
+                            "\n    ".join((cp.stdout + cp.stderr).strip().splitlines()))
+        files = git(tree.path, "diff", "--name-only", f"{commit}^", commit).split()
+        objs, skipped = objects_for(tree.path, files)
+        notes += skipped
+        if objs:
+            if not prepared:
+                tree.checkout(commit)
+                say(f"  preparing {bdir} for single-object W=1 builds")
+                buildmod.prepare(tree, bdir, "lab", arch, log)
+                prepared = True
+            parent = git(tree.path, "rev-parse", f"{commit}^")
+            before = warnings_at(parent, objs)
+            after = warnings_at(commit, objs)
+            for o in objs:
+                new = sorted(set(after[o]) - set(before[o]))
+                if new:
+                    problems.append(f"new W=1 warnings in {o}:\n    " + "\n    ".join(new))
+                notes.append(f"compiled {o} with W=1: {len(after[o])} warning(s), "
+                             f"{len(new)} new")
+        results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
+    if ppc:
+        results.append(check_ppc64le(tree, tip, log))
+    tree.checkout(tip)
+    return results
+
+
+def check_ppc64le(tree: Tree, commit: str, log: Path) -> PatchCheck:
+    """kernel/sched/ of the series tip compiles for ppc64le without warnings."""
+    arch = buildmod.get_arch("ppc64le")
+    problems: List[str] = []
+    notes: List[str] = []
+    if not shutil.which(arch.cross_compile + "gcc"):
+        problems.append(f"{arch.cross_compile}gcc not found (Debian package "
+                        "gcc-powerpc64le-linux-gnu)")
+        return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
+    bdir = work_dir() / "build" / tree.key / "check-lab-ppc64le"
+    tree.checkout(commit)
+    buildmod.prepare(tree, bdir, "lab", arch, log)
+    warnings = buildmod.compile_objects(tree, bdir, ["kernel/sched/"], arch, log, w1=False)
+    if warnings:
+        problems.append("warnings:\n    " + "\n    ".join(warnings))
+    notes.append(f"kernel/sched/ compiled for ppc64le ({arch.start} + lab fragments)")
+    return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
+
+
+def report(results: List[PatchCheck]) -> Tuple[str, bool]:
+    lines = []
+    ok = True
+    for r in results:
+        status = "ok" if not r.problems else "FAIL"
+        ok &= not r.problems
+        lines.append(f"  [{status}] {r.name}: {r.subject}")
+        for p in r.problems:
+            lines.append(f"      problem: {p}")
+        for n in r.notes:
+            lines.append(f"      {n}")
+    return "\n".join(lines), ok

@@ -1,0 +1,150 @@
+"""Paths, command running, stage timing and errors shared by every stage."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Mapping, Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class LabError(Exception):
+    """An error the user can act on; printed without a traceback."""
+
+
+def work_dir() -> Path:
+    """The ignored folder that holds trees, builds and logs of this checkout."""
+    return Path(os.environ.get("SCHEDLAB_WORK", REPO / "work"))
+
+
+def cache_dir() -> Path:
+    """Per-user cache shared by every checkout: downloads, ccache."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "schedlab"
+
+
+def log_dir() -> Path:
+    d = work_dir() / "logs"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def fmt_secs(secs: float) -> str:
+    secs = int(round(secs))
+    if secs < 60:
+        return f"{secs}s"
+    return f"{secs // 60}m{secs % 60:02d}s"
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class Stages:
+    """Records how long each stage took and prints a summary."""
+
+    def __init__(self) -> None:
+        self.times: list[tuple[str, float, str]] = []
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        say(f"==> {name}")
+        start = time.monotonic()
+        status = "failed"
+        try:
+            yield
+            status = "ok"
+        finally:
+            took = time.monotonic() - start
+            self.times.append((name, took, status))
+            say(f"<== {name}: {status} in {fmt_secs(took)}")
+
+    def summary(self) -> str:
+        width = max([len(n) for n, _, _ in self.times] + [5])
+        lines = ["stage times:"]
+        for name, took, status in self.times:
+            lines.append(f"  {name:<{width}}  {fmt_secs(took):>7}  {status}")
+        total = sum(t for _, t, _ in self.times)
+        lines.append(f"  {'total':<{width}}  {fmt_secs(total):>7}")
+        return "\n".join(lines)
+
+
+def run(
+    cmd: Sequence[str],
+    *,
+    cwd: Optional[Path] = None,
+    env: Optional[Mapping[str, str]] = None,
+    check: bool = True,
+    capture: bool = False,
+    log: Optional[Path] = None,
+    input: Optional[str] = None,
+) -> subprocess.CompletedProcess:
+    """Run a command; with log= its output goes to that file (appended)."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    kwargs: dict = dict(cwd=cwd, env=full_env, text=True, input=input)
+    if log is not None:
+        with open(log, "a") as f:
+            f.write(f"\n$ {shlex.join(cmd)}\n")
+            f.flush()
+            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kwargs)
+    elif capture:
+        proc = subprocess.run(cmd, capture_output=True, **kwargs)
+    else:
+        proc = subprocess.run(cmd, **kwargs)
+    if check and proc.returncode != 0:
+        where = f" (log: {log})" if log else ""
+        detail = ""
+        if capture and proc.stderr:
+            detail = "\n" + proc.stderr.strip()[-2000:]
+        raise LabError(f"command failed with status {proc.returncode}{where}: "
+                       f"{shlex.join(cmd)}{detail}")
+    return proc
+
+
+def git(tree: Path, *args: str, check: bool = True) -> str:
+    proc = run(["git", "-C", str(tree), *args], capture=True, check=check)
+    return proc.stdout.strip()
+
+
+def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop a process started with start_new_session=True, and its children."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+
+
+def log_says_disk_full(log: Path) -> bool:
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            return b"No space left on device" in f.read()
+    except OSError:
+        return False
+
+
+def eprint(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)

@@ -1,0 +1,169 @@
+"""Boot a built kernel with virtme-ng on a simulated topology and run a command.
+
+The host's root filesystem is shared read-only, so tools installed on the
+host run in the guest.  KVM is used only when a short probe boot proves that
+it works on this machine (nested, paravirtual KVM can hang a kernel during
+decompression); otherwise TCG.  Every VM is stopped on success, failure,
+timeout and Ctrl-C: virtme-ng and qemu run in their own process group, which
+is killed on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+from . import topology as topomod
+from .deps import venv_bin
+from .util import LabError, fmt_secs, kill_group, log_dir, say, work_dir
+
+KVM_PROBE_TIMEOUT = 40
+
+
+@dataclass
+class VmResult:
+    returncode: int
+    output: str
+    accel: str
+    seconds: float
+    timed_out: bool = False
+
+
+def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
+                memory_mib: int = 2048, online: Optional[int] = None,
+                kernel_args: Sequence[str] = (), verbose: bool = False) -> List[str]:
+    """The virtme-ng command line for one boot (pure: tested without booting)."""
+    args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
+            "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
+    if not kvm:
+        args.append("--disable-kvm")
+    for spec in topomod.numa_node_specs(topo, memory_mib):
+        args += ["--numa", spec]
+    for karg in list(topomod.kernel_cpu_args(topo, online)) + list(kernel_args):
+        args += ["--append", karg]
+    if verbose:
+        args.append("--verbose")
+    args += ["--exec", cmd]
+    return args
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _spawn(args: List[str], timeout: float, log: Path) -> VmResult:
+    start = time.monotonic()
+    with open(log, "a") as f:
+        f.write(f"\n$ {shlex.join(args)}\n")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, text=True, errors="replace",
+                            start_new_session=True, cwd="/")
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        out = proc.stdout.read() if proc.stdout else ""
+        timed_out = True
+    finally:
+        kill_group(proc)  # also on Ctrl-C and any other exception
+    with open(log, "a") as f:
+        f.write(out)
+        f.write(f"\n[exit {proc.returncode}{', timed out' if timed_out else ''}]\n")
+    return VmResult(proc.returncode if not timed_out else 124, out, "", time.monotonic() - start,
+                    timed_out)
+
+
+def kvm_works(image: Path) -> tuple[bool, str]:
+    """Whether KVM can boot this kernel here; the answer is kept per host boot."""
+    if not os.path.exists("/dev/kvm"):
+        return False, "no /dev/kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm is not accessible"
+    if os.environ.get("SCHEDLAB_ACCEL") in ("tcg", "kvm"):
+        return os.environ["SCHEDLAB_ACCEL"] == "kvm", "SCHEDLAB_ACCEL"
+    cache = work_dir() / "kvm-probe.json"
+    try:
+        known = json.loads(cache.read_text())
+        if known.get("boot_id") == _boot_id():
+            return bool(known["kvm"]), known["reason"] + " (probed earlier this host boot)"
+    except (OSError, ValueError, KeyError):
+        pass
+    say(f"  probing KVM with a 1-CPU boot (at most {KVM_PROBE_TIMEOUT}s)")
+    topo = topomod.Topology(1, 1, 1)
+    res = _spawn(vng_command(image, topo, "echo schedlab-kvm-ok", kvm=True, memory_mib=512),
+                 KVM_PROBE_TIMEOUT, log_dir() / "vm.log")
+    ok = res.returncode == 0 and "schedlab-kvm-ok" in res.output
+    if ok:
+        reason = f"a probe boot under KVM worked in {fmt_secs(res.seconds)}"
+    elif res.timed_out:
+        reason = f"a probe boot under KVM hung for {KVM_PROBE_TIMEOUT}s"
+    else:
+        reason = f"a probe boot under KVM failed (status {res.returncode})"
+    work_dir().mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"boot_id": _boot_id(), "kvm": ok, "reason": reason}) + "\n")
+    return ok, reason
+
+
+def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int] = None,
+         memory_mib: int = 2048, kernel_args: Sequence[str] = (), timeout: float = 900,
+         verbose: bool = False, quiet: bool = False) -> VmResult:
+    if not image.is_file():
+        raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
+    kvm, why = kvm_works(image)
+    accel = "kvm" if kvm else "tcg"
+    if not quiet:
+        say(f"  accelerator: {accel} ({why})")
+        say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
+            + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
+    args = vng_command(image, topo, cmd, kvm=kvm, memory_mib=memory_mib, online=online,
+                       kernel_args=kernel_args, verbose=verbose)
+    res = _spawn(args, timeout, log_dir() / "vm.log")
+    res.accel = accel
+    if res.timed_out:
+        raise LabError(f"the VM did not finish within {fmt_secs(timeout)} and was stopped "
+                       f"(log: {log_dir() / 'vm.log'})")
+    return res
+
+
+def guest_script(name: str, text: str) -> Path:
+    """Write a script the guest runs (the host root filesystem is shared)."""
+    d = work_dir() / "guest"
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / name
+    p.write_text(text)
+    p.chmod(0o755)
+    return p
+
+
+def topology_check(image: Path, topo: topomod.Topology, online: Optional[int] = None,
+                   memory_mib: int = 2048) -> tuple[topomod.GuestView, List[str], VmResult]:
+    script = guest_script("topology-probe.sh", topomod.GUEST_PROBE)
+    res = boot(image, topo, f"bash {script}", online=online, memory_mib=memory_mib)
+    view = topomod.parse_guest_report(res.output)
+    problems = topomod.check_view(topo, view, online)
+    if res.returncode != 0:
+        problems.insert(0, f"the guest command exited with status {res.returncode}")
+    return view, problems, res
+
+
+def format_view(topo: topomod.Topology, view: topomod.GuestView) -> str:
+    lines = [f"  guest: {view.nproc} CPUs online of {len(view.possible)} possible, "
+             f"{len(view.nodes)} NUMA node(s), cpu0 domains: {' '.join(view.domains) or '-'}"]
+    sib_lists = sorted({sib for sib, _c, _p in view.cpus.values()})
+    shown = ", ".join("{" + ",".join(map(str, s)) + "}" for s in sib_lists[:8])
+    more = f" ... ({len(sib_lists)} cores)" if len(sib_lists) > 8 else ""
+    lines.append(f"  SMT sibling sets: {shown}{more}")
+    for node, cpus in sorted(view.nodes.items()):
+        lines.append(f"  node{node}: {topomod.format_cpulist(cpus)}")
+    lines.append(f"  expected: {topo.describe()}, domains {' '.join(topo.expected_domains())}")
+    return "\n".join(lines)

@@ -1,0 +1,70 @@
+"""Config fragments: parsing, merging, mismatch detection, ccache environment."""
+
+from pathlib import Path
+
+import pytest
+
+from schedlab import build as b
+from schedlab.util import LabError
+
+
+def test_parse_config_set_unset_and_strings():
+    cfg = b.parse_config('CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C="x y"\n'
+                         "CONFIG_D=256\n# plain comment\nCONFIG_E=n\n")
+    assert cfg == {"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_C": '"x y"',
+                   "CONFIG_D": "256", "CONFIG_E": "n"}
+
+
+def test_later_fragments_override_earlier():
+    merged = b.merge_fragments(["CONFIG_A=y\nCONFIG_B=y\n", "# CONFIG_A is not set\n"])
+    assert merged == {"CONFIG_A": "n", "CONFIG_B": "y"}
+
+
+def test_mismatches():
+    requested = {"CONFIG_A": "y", "CONFIG_B": "n", "CONFIG_N": "256", "CONFIG_S": '"x"'}
+    final = {"CONFIG_A": "y", "CONFIG_N": "64", "CONFIG_S": "x"}
+    assert b.config_mismatches(requested, final) == {"CONFIG_N": ("256", "64")}
+
+
+def test_lab_config_has_what_the_issue_asks():
+    frags = b.config_fragments("lab", b.get_arch("x86_64"))
+    merged = b.merge_fragments([f.read_text() for f in frags])
+    for sym in ("SMP", "SCHED_SMT", "SCHED_MC", "NUMA", "FAIR_GROUP_SCHED", "CGROUPS",
+                "CPUSETS", "SCHEDSTATS", "DEBUG_FS", "HOTPLUG_CPU", "KUNIT", "9P_FS",
+                "SERIAL_8250_CONSOLE"):
+        assert merged.get("CONFIG_" + sym) == "y", sym
+    assert merged["CONFIG_NR_CPUS"] == "256"
+    assert merged["CONFIG_KUNIT_DEFAULT_ENABLED"] == "n"
+
+
+def test_probe_and_debug_extend_lab():
+    arch = b.get_arch("x86_64")
+    lab = [f.name for f in b.config_fragments("lab", arch)]
+    for name, extra in (("probe", "CONFIG_DEBUG_INFO_BTF"), ("debug", "CONFIG_PROVE_LOCKING")):
+        frags = b.config_fragments(name, arch)
+        assert [f.name for f in frags][:len(lab)] == lab
+        assert b.merge_fragments([f.read_text() for f in frags])[extra] == "y"
+
+
+def test_unknown_config_and_arch():
+    with pytest.raises(LabError, match="unknown config"):
+        b.config_fragments("fast", b.get_arch("x86_64"))
+    with pytest.raises(LabError, match="unknown arch"):
+        b.get_arch("riscv")
+
+
+def test_make_args_cross_and_ccache(monkeypatch):
+    monkeypatch.setattr(b.shutil, "which", lambda name: "/usr/bin/" + name)
+    args = b.make_args(b.get_arch("ppc64le"), Path("/w/b"))
+    assert "ARCH=powerpc" in args and "CROSS_COMPILE=powerpc64le-linux-gnu-" in args
+    assert "CC=ccache powerpc64le-linux-gnu-gcc" in args
+    assert "O=/w/b" in args
+
+
+def test_ccache_env_is_folder_independent(monkeypatch, tmp_path):
+    monkeypatch.setattr(b.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    env = b.ccache_env()
+    assert env["CCACHE_NOHASHDIR"] == "1"
+    assert env["CCACHE_BASEDIR"] == str((tmp_path / "work").resolve())
+    assert env["KBUILD_BUILD_TIMESTAMP"]

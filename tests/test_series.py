@@ -1,0 +1,104 @@
+"""Series parsing, patch parsing and cover-letter handling."""
+
+import pytest
+
+from schedlab import series as s
+from schedlab.util import LabError
+
+PATCH = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A Developer <dev@example.test>
+Date: Sun, 22 Nov 2026 10:00:00 +0000
+Subject: [PATCH 1/2] sched/fair: Skip the scan on busy CPUs that
+ cannot win
+
+Context, problem, solution.
+
+Signed-off-by: A Developer <dev@example.test>
+---
+ kernel/sched/fair.c | 2 +-
+ 1 file changed, 1 insertion(+), 1 deletion(-)
+
+diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
+index 1111111..2222222 100644
+--- a/kernel/sched/fair.c
++++ b/kernel/sched/fair.c
+@@ -1 +1 @@
+-a
++b
+diff --git a/kernel/sched/tests/fair_kunit.c b/kernel/sched/tests/fair_kunit.c
+new file mode 100644
+"""
+
+COVER = """\
+From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
+From: A Developer <dev@example.test>
+Subject: [PATCH 0/2] sched/fair: SMT balancing
+
+The blurb, line one.
+
+Line two.
+
+A Developer (2):
+  sched/fair: one
+  sched/fair: two
+
+ kernel/sched/fair.c | 2 +-
+"""
+
+
+def test_parse_patch():
+    info = s.parse_patch(PATCH)
+    assert info["subject"] == "sched/fair: Skip the scan on busy CPUs that cannot win"
+    assert info["signoffs"] == ["A Developer <dev@example.test>"]
+    assert info["files"] == ["kernel/sched/fair.c", "kernel/sched/tests/fair_kunit.c"]
+
+
+def test_signoff_below_the_cut_does_not_count():
+    text = PATCH.replace("Signed-off-by: A Developer <dev@example.test>\n---\n",
+                         "---\nSigned-off-by: A Developer <dev@example.test>\n")
+    assert s.parse_patch(text)["signoffs"] == []
+
+
+def test_read_series_order_comments_and_errors(tmp_path):
+    (tmp_path / "0002-b.patch").write_text(PATCH)
+    (tmp_path / "0001-a.patch").write_text(PATCH)
+    (tmp_path / "series").write_text("# order\n0002-b.patch\n\n0001-a.patch  # first\n")
+    assert [p.name for p in s.read_series(tmp_path)] == ["0002-b.patch", "0001-a.patch"]
+    (tmp_path / "series").write_text("0003-missing.patch\n")
+    with pytest.raises(LabError, match="does not exist"):
+        s.read_series(tmp_path)
+    (tmp_path / "0000-cover-letter.patch").write_text(COVER)
+    (tmp_path / "series").write_text("0000-cover-letter.patch\n")
+    with pytest.raises(LabError, match="cover letter"):
+        s.read_series(tmp_path)
+
+
+def test_no_series_file_means_empty_series(tmp_path):
+    assert s.read_series(tmp_path) == []
+
+
+def test_cover_letter_parts_are_kept():
+    title, blurb = s._cover_parts(COVER)
+    assert title == "sched/fair: SMT balancing"
+    assert blurb == "The blurb, line one.\n\nLine two."
+
+
+def test_series_hash_changes_with_content(tmp_path):
+    p = tmp_path / "0001-a.patch"
+    p.write_text(PATCH)
+    h1 = s.series_hash("abc", [p])
+    p.write_text(PATCH + "x")
+    assert s.series_hash("abc", [p]) != h1
+    assert s.series_hash("abd", [p]) != s.series_hash("abc", [p])
+
+
+def test_variant_names():
+    with pytest.raises(LabError, match="unknown variant"):
+        s.variant_patches("tip", False)
+
+
+def test_warning_normalisation_ignores_positions():
+    a = "/w/t/kernel/sched/fair.c:123:5: warning: unused variable 'x'"
+    b = "../../t/kernel/sched/fair.c:130:9: warning: unused variable 'x'"
+    assert s._normalize_warning(a) == s._normalize_warning(b)

@@ -1,0 +1,27 @@
+"""virtme-ng command lines (no boot)."""
+
+from pathlib import Path
+
+from schedlab import topology as t
+from schedlab import vm
+
+
+def test_tcg_command_for_numa_preset():
+    args = vm.vng_command(Path("/b/bzImage"), t.PRESETS["smt4-numa"], "nproc", kvm=False,
+                          memory_mib=2048, online=None)
+    assert args[1:3] == ["--run", "/b/bzImage"]
+    assert "--disable-kvm" in args
+    i = args.index("--cpus")
+    assert args[i + 1] == "16,sockets=2,cores=2,threads=4"
+    numa = [args[j + 1] for j, a in enumerate(args) if a == "--numa"]
+    assert numa == ["1024M,cpus=0-7", "1024M,cpus=8-15"]
+    assert args[-2:] == ["--exec", "nproc"]
+
+
+def test_kvm_command_and_maxcpus():
+    args = vm.vng_command(Path("/b/bzImage"), t.parse_topology("1x8x8"), "true", kvm=True,
+                          online=2, kernel_args=["sched_verbose"])
+    assert "--disable-kvm" not in args
+    appended = [args[j + 1] for j, a in enumerate(args) if a == "--append"]
+    assert appended == ["maxcpus=2", "sched_verbose"]
+    assert "--numa" not in args
