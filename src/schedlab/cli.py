@@ -121,6 +121,10 @@ def run_vm(args, topo: topomod.Topology, image: Path, command: List[str]) -> int
         report, rest = res.output, ""
     sys.stdout.write(rest)
     view = topomod.parse_guest_report(report)
+    if not sep or view.nproc == 0:
+        tail = "\n    ".join(res.output.strip().splitlines()[-30:])
+        raise LabError(f"the guest did not report its topology (status {res.returncode}); "
+                       f"last output:\n    {tail}\n  full log: {vm.log_dir() / 'vm.log'}")
     problems = topomod.check_view(topo, view, args.online)
     say(f"  boot and command took {res.seconds:.1f}s under {res.accel}")
     say(vm.format_view(topo, view))
@@ -194,8 +198,9 @@ def cmd_test(args) -> int:
     finally:
         say(st.summary())
     passed = len(args.topology) + 3 - len(failed)
-    say(f"test: {passed} passed, {len(failed)} failed" + (f" ({', '.join(failed)})"
-                                                          if failed else ""))
+    if failed:
+        say(f"failed stages: {', '.join(failed)}")
+    say(f"test: {passed} passed, {len(failed)} failed")
     return 1 if failed else 0
 
 

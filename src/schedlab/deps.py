@@ -36,6 +36,7 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     "python3-venv": "the project venv",
     "qemu-system-x86": "booting the lab kernel",
     "gcc-powerpc64le-linux-gnu": "the ppc64le compile check of kernel/sched/",
+    "udev": "virtme-ng's guest init names the virtio console ports with it",
     "procps": "guest tools",
     "iproute2": "guest tools",
     "rt-tests": "hackbench",

@@ -314,8 +314,8 @@ def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
         cp = run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary", "--terse",
                   "--showfile", str(patch)], cwd=tree.path, capture=True, check=False)
         if cp.returncode != 0:
-            problems.append("checkpatch --strict:\n    " +
-                            "\n    ".join((cp.stdout + cp.stderr).strip().splitlines()))
+            problems.append("checkpatch --strict:\n          " +
+                            "\n          ".join((cp.stdout + cp.stderr).strip().splitlines()))
         files = git(tree.path, "diff", "--name-only", f"{commit}^", commit).split()
         objs, skipped = objects_for(tree.path, files)
         notes += skipped
@@ -331,7 +331,8 @@ def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
             for o in objs:
                 new = sorted(set(after[o]) - set(before[o]))
                 if new:
-                    problems.append(f"new W=1 warnings in {o}:\n    " + "\n    ".join(new))
+                    problems.append(f"new W=1 warnings in {o}:\n          " +
+                                    "\n          ".join(new))
                 notes.append(f"compiled {o} with W=1: {len(after[o])} warning(s), "
                              f"{len(new)} new")
         results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
@@ -355,7 +356,7 @@ def check_ppc64le(tree: Tree, commit: str, log: Path) -> PatchCheck:
     buildmod.prepare(tree, bdir, "lab", arch, log)
     warnings = buildmod.compile_objects(tree, bdir, ["kernel/sched/"], arch, log, w1=False)
     if warnings:
-        problems.append("warnings:\n    " + "\n    ".join(warnings))
+        problems.append("warnings:\n          " + "\n          ".join(warnings))
     notes.append(f"kernel/sched/ compiled for ppc64le ({arch.start} + lab fragments)")
     return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
 

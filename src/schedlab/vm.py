@@ -64,9 +64,12 @@ def _spawn(args: List[str], timeout: float, log: Path) -> VmResult:
     start = time.monotonic()
     with open(log, "a") as f:
         f.write(f"\n$ {shlex.join(args)}\n")
+    env = dict(os.environ)
+    # vng runs virtme-run and friends from PATH: put the venv first.
+    env["PATH"] = f"{venv_bin('vng').parent}:{env.get('PATH', '/usr/bin:/bin')}"
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, text=True, errors="replace",
-                            start_new_session=True, cwd="/")
+                            start_new_session=True, env=env)
     try:
         out, _ = proc.communicate(timeout=timeout)
         timed_out = False
@@ -107,8 +110,12 @@ def kvm_works(image: Path) -> tuple[bool, str]:
         reason = f"a probe boot under KVM worked in {fmt_secs(res.seconds)}"
     elif res.timed_out:
         reason = f"a probe boot under KVM hung for {KVM_PROBE_TIMEOUT}s"
+    elif "kvm" in res.output.lower():
+        first = next((ln for ln in res.output.splitlines() if "kvm" in ln.lower()), "")
+        reason = f"a probe boot under KVM failed: {first.strip()[:160]}"
     else:
-        reason = f"a probe boot under KVM failed (status {res.returncode})"
+        # Not a verdict on KVM (the tooling itself may have failed): not kept.
+        return False, f"a probe boot under KVM failed (status {res.returncode})"
     work_dir().mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"boot_id": _boot_id(), "kvm": ok, "reason": reason}) + "\n")
     return ok, reason
