@@ -15,12 +15,16 @@ from typing import List, Optional
 
 from . import build as buildmod
 from . import deps, series, source
+from . import kunit as kunitmod
 from . import topology as topomod
 from . import vm
 from .util import LabError, Stages, eprint, run, say
 
 CHECK_MARK = "@@schedlab-topology-end@@"
 DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
+# KUnit boots of the test command: the fixtures on 192 possible CPUs with 2
+# online, then every CPU of smt4-numa online for the live-domain comparison.
+KUNIT_RUNS = [("2x12x8", 2), ("smt4-numa", None)]
 
 
 def _tree(args) -> source.Tree:
@@ -143,6 +147,32 @@ def cmd_vm(args) -> int:
     return run_vm(args, topo, result.image, command)
 
 
+def run_kunit_on(args, tree: source.Tree, image: Path, topology: str,
+                 online: Optional[int]) -> bool:
+    topo = topomod.parse_topology(topology)
+    res = kunitmod.run_kunit(tree.path, image, topo, online, filter_glob=args.filter,
+                             timeout=args.timeout)
+    say(res.summary.rstrip())
+    table = kunitmod.probe_table(res.rows)
+    if table:
+        say("  should_we_balance() idle-state probes per balance pass "
+            "(mean over seeded patterns):")
+        say(table)
+    say(f"  KUnit on {topology}: {res.passed} passed, {res.failed} failed, "
+        f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
+        f"(console: {res.log})")
+    return res.ok
+
+
+def cmd_kunit(args) -> int:
+    tree = _tree(args)
+    result = _built(args, tree)
+    online = args.online
+    if online is None and args.topology == kunitmod.DEFAULT_TOPOLOGY:
+        online = kunitmod.DEFAULT_ONLINE
+    return 0 if run_kunit_on(args, tree, result.image, args.topology, online) else 1
+
+
 def cmd_run(args) -> int:
     """The main job (until the measurement harness lands): fetch to topology check."""
     st = Stages()
@@ -195,9 +225,14 @@ def cmd_test(args) -> int:
             with st.stage(f"boot {name} + topology check"):
                 if run_vm(args, topomod.parse_topology(name), result.image, ["nproc"]) != 0:
                     failed.append(f"boot {name}")
+        args.filter = None
+        for name, online in KUNIT_RUNS:
+            with st.stage(f"KUnit on {name}"):
+                if not run_kunit_on(args, tree, result.image, name, online):
+                    failed.append(f"KUnit {name}")
     finally:
         say(st.summary())
-    passed = len(args.topology) + 3 - len(failed)
+    passed = len(args.topology) + len(KUNIT_RUNS) + 3 - len(failed)
     if failed:
         say(f"failed stages: {', '.join(failed)}")
     say(f"test: {passed} passed, {len(failed)} failed")
@@ -257,6 +292,14 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
     s.add_argument("command", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_vm)
+    s = sub.add_parser("kunit", parents=[common, buildopts, vmopts],
+                       help="run the KUnit suites on a topology (default 192 possible, "
+                            "2 online CPUs)")
+    s.add_argument("--topology", "-t", default=kunitmod.DEFAULT_TOPOLOGY,
+                   help="preset or SxCxT[:numa]; smt4-numa with all CPUs online also "
+                        "compares a fixture with the live domains")
+    s.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. 'sched_fair_lb.swb*'")
+    s.set_defaults(func=cmd_kunit)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")
     s.add_argument("--topology", "-t", action="append", default=None)

@@ -52,6 +52,9 @@ DEBIAN_PACKAGES: Dict[str, str] = {
 PYPI_PACKAGES: List[str] = [
     "virtme-ng==1.42",
     "pytest>=7",
+    # checkpatch.pl runs scripts/spdxcheck.py, which needs these.
+    "ply",
+    "GitPython",
 ]
 
 
@@ -131,6 +134,13 @@ def ensure_venv() -> Path:
 def setup() -> None:
     ensure_debian()
     ensure_venv()
+
+
+def venv_env() -> dict:
+    """Environment whose python3 is the venv's (for the tree's own scripts)."""
+    env = dict(os.environ)
+    env["PATH"] = f"{venv_bin('python').parent}:{env.get('PATH', '/usr/bin:/bin')}"
+    return env
 
 
 def pytest_cmd() -> List[str]:

@@ -1,0 +1,157 @@
+"""Run the series' KUnit suites on the lab's one build, on a chosen topology.
+
+kunit.py's own 'run' hard-codes '-accel kvm' first (which hangs here) and
+one CPU, so the lab boots its own qemu: no root filesystem, the KUnit suites
+built in run during boot with kunit.enable=1, the machine powers off after
+them (kunit_shutdown=poweroff), and the console is parsed with the tree's own
+'tools/testing/kunit/kunit.py parse'.
+
+The fixtures need as many possible CPUs as they have (cpumask iteration
+stops at nr_cpu_ids): the default topology gives 192 possible CPUs with two
+online (qemu -smp 192,... plus the kernel's maxcpus=2), which boots in
+seconds under TCG.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from . import topology as topomod
+from . import vm
+from .util import LabError, fmt_secs, kill_group, log_dir, say
+
+# 2 x 12 x 8 = 192 possible CPUs, the largest fixture; 2 online.
+DEFAULT_TOPOLOGY = "2x12x8"
+DEFAULT_ONLINE = 2
+
+PROBE_LINE = re.compile(r"swb-probes: (.*)$")
+
+
+def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
+                 memory_mib: int = 2048, filter_glob: Optional[str] = None,
+                 kernel_args: Sequence[str] = ()) -> List[str]:
+    """The qemu command line of a KUnit boot (pure: tested without booting)."""
+    append = ["console=ttyS0", "kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
+    append += topomod.kernel_cpu_args(topo, online)
+    if filter_glob:
+        append.append(f"kunit.filter_glob={filter_glob}")
+    append += list(kernel_args)
+    args = ["qemu-system-x86_64", "-accel", "kvm" if kvm else "tcg", "-cpu",
+            "host" if kvm else "max", "-m", f"{memory_mib}M",
+            "-smp", topomod.smp_arg(topo)]
+    for node, spec in enumerate(topomod.numa_node_specs(topo, memory_mib)):
+        size, cpus = spec.split(",cpus=")
+        args += ["-object", f"memory-backend-ram,id=mem{node},size={size}",
+                 "-numa", f"node,nodeid={node},cpus={cpus},memdev=mem{node}"]
+    args += ["-kernel", str(image), "-append", " ".join(append), "-nographic",
+             "-no-reboot", "-serial", "stdio", "-monitor", "none"]
+    return args
+
+
+@dataclass
+class ProbeRow:
+    fixture: str
+    busy: int
+    fields: Dict[str, str] = field(default_factory=dict)
+
+
+def parse_probe_lines(console: str) -> List[ProbeRow]:
+    """The suite's 'swb-probes: key=value ...' lines, in order."""
+    rows = []
+    for line in console.splitlines():
+        m = PROBE_LINE.search(line)
+        if not m:
+            continue
+        kv = dict(item.split("=", 1) for item in m.group(1).split() if "=" in item)
+        if "fixture" in kv and "busy" in kv:
+            rows.append(ProbeRow(kv.pop("fixture"), int(kv.pop("busy")), kv))
+    return rows
+
+
+def probe_table(rows: List[ProbeRow]) -> str:
+    """Per-pass probe table, one row per fixture and busy level (Markdown)."""
+    if not rows:
+        return ""
+    out = ["| fixture | busy % | probes/pass | calls/pass | max probes/call | per level |",
+           "|---|---:|---:|---:|---:|---|"]
+    for r in rows:
+        f = r.fields
+        out.append(f"| {r.fixture} | {r.busy} | {f.get('pass_probes', '')} | "
+                   f"{f.get('pass_calls', '')} | {f.get('max_call_probes', '')} | "
+                   f"{f.get('levels', '').replace(',', ' ')} |")
+    return "\n".join(out)
+
+
+@dataclass
+class KunitResult:
+    ok: bool
+    passed: int
+    failed: int
+    skipped: int
+    summary: str
+    rows: List[ProbeRow]
+    log: Path
+    seconds: float
+    accel: str
+
+
+_TOTALS = re.compile(r"# Totals: pass:(\d+) fail:(\d+) skip:(\d+) total:(\d+)")
+
+
+def totals(console: str) -> tuple[int, int, int, int]:
+    """Sum of the '# Totals:' lines KUnit prints at the end of a run."""
+    p = f = s = t = 0
+    for m in _TOTALS.finditer(console):
+        p, f, s, t = (p + int(m.group(1)), f + int(m.group(2)), s + int(m.group(3)),
+                      t + int(m.group(4)))
+    return p, f, s, t
+
+
+def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
+              filter_glob: Optional[str] = None, timeout: float = 900,
+              memory_mib: int = 2048, kernel_args: Sequence[str] = ()) -> KunitResult:
+    if not image.is_file():
+        raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
+    kvm, why = vm.kvm_works(image)
+    accel = "kvm" if kvm else "tcg"
+    say(f"  accelerator: {accel} ({why})")
+    say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
+        + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
+    args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
+                        filter_glob=filter_glob, kernel_args=kernel_args)
+    log = log_dir() / f"kunit-{topo.spec().replace(':', '-')}.log"
+    start = time.monotonic()
+    with open(log, "w") as f:
+        f.write(f"$ {shlex.join(args)}\n")
+        f.flush()
+        proc = subprocess.Popen(args, stdout=f, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"the KUnit boot did not finish within {fmt_secs(timeout)} and "
+                           f"was stopped (console: {log})")
+        finally:
+            kill_group(proc)
+    took = time.monotonic() - start
+    console = log.read_text(errors="replace")
+    parser = tree_path / "tools/testing/kunit/kunit.py"
+    parsed = subprocess.run(["python3", str(parser), "parse", str(log)],
+                            capture_output=True, text=True)
+    passed, failed, skipped, total = totals(console)
+    ok = parsed.returncode == 0 and total > 0 and failed == 0
+    if total == 0:
+        hint = "no KUnit test ran"
+        if "kunit: disabled" in console:
+            hint += " (kunit.enable was not honoured)"
+        elif "Kernel panic" in console:
+            hint += " (the kernel panicked)"
+        say(f"  {hint}; console: {log}")
+    return KunitResult(ok, passed, failed, skipped, parsed.stdout + parsed.stderr,
+                       parse_probe_lines(console), log, took, accel)
