@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from . import build as buildmod
-from .source import Tree, lab_git
+from .source import Tree
 from .util import LabError, REPO, git, log_dir, run, say, work_dir
 
 PATCHES = REPO / "patches"

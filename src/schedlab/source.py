@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Optional
 
 from . import aptmirror
-from .util import LabError, cache_dir, git, is_disk_full, log_dir, run, say, work_dir, REPO
+from .util import LabError, cache_dir, git, is_disk_full, log_dir, run, say, work_dir
 
 DEBIAN_PACKAGE = "linux-source-7.3"
 DEBIAN_SUITE = "trixie-backports"
 REF_PREFIX = "refs/worktree/schedlab/"
+BASE_DATE = "2026-01-01T00:00:00+0000"
 
 
 @dataclass
@@ -73,17 +74,6 @@ def kernel_release(tree: Path) -> str:
     if vals["SUBLEVEL"] not in ("", "0"):
         rel += f".{vals['SUBLEVEL']}"
     return rel + vals["EXTRAVERSION"]
-
-
-def _identity_args() -> list[str]:
-    """Committer identity for commits the lab makes in its own trees."""
-    name = git(REPO, "config", "user.name", check=False) or "schedlab"
-    email = git(REPO, "config", "user.email", check=False) or "schedlab@localhost"
-    return ["-c", f"user.name={name}", "-c", f"user.email={email}"]
-
-
-def lab_git(tree: Path, *args: str, check: bool = True) -> str:
-    return git(tree, *_identity_args(), *args, check=check)
 
 
 # ---------------------------------------------------------------- Debian base
@@ -165,9 +155,16 @@ def unpack_debian_source(deb: Path, version: str, dest: Path) -> None:
         log = log_dir() / "fetch.log"
         run(["git", "init", "-q", str(partial)], log=log)
         # Debian's top-level .gitignore ignores everything ("/*"): force.
-        lab_git(partial, "add", "-A", "-f")
-        lab_git(partial, "commit", "-q", "--no-verify", "-m", msg)
-        lab_git(partial, "tag", "-a", "-m", msg.splitlines()[0], "base")
+        git(partial, "add", "-A", "-f")
+        # A fixed identity and date make the base commit the same on every
+        # machine, so a series' base-commit: names it everywhere.
+        env = {"GIT_AUTHOR_NAME": "schedlab", "GIT_AUTHOR_EMAIL": "schedlab@localhost",
+               "GIT_COMMITTER_NAME": "schedlab", "GIT_COMMITTER_EMAIL": "schedlab@localhost",
+               "GIT_AUTHOR_DATE": BASE_DATE, "GIT_COMMITTER_DATE": BASE_DATE}
+        run(["git", "-C", str(partial), "commit", "-q", "--no-verify", "-m", msg], env=env,
+            log=log)
+        run(["git", "-C", str(partial), "tag", "-a", "-m", msg.splitlines()[0], "base"],
+            env=env, log=log)
         partial.rename(dest)
     except OSError as exc:
         if is_disk_full(exc):

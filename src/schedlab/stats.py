@@ -1,0 +1,83 @@
+"""Statistics for base-vs-patched comparisons.
+
+One rule decides significance everywhere: the 95% confidence intervals of
+the two means (Student's t, n - 1 degrees of freedom) do not overlap. Times
+and counts use the arithmetic mean, rates the harmonic mean (as mmtests'
+Amean and Hmean); the coefficient of variation is the sample standard
+deviation over the mean, in percent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+# Two-sided 95% critical values of Student's t by degrees of freedom.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
+        9: 2.262, 10: 2.228, 11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131,
+        16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086, 25: 2.060, 30: 2.042,
+        40: 2.021, 60: 2.000, 120: 1.980}
+
+SIGNIFICANCE_RULE = "non-overlapping 95% confidence intervals of the means (Student's t)"
+
+
+def t95(dof: int) -> float:
+    if dof < 1:
+        return math.inf
+    if dof in _T95:
+        return _T95[dof]
+    below = max(k for k in _T95 if k < dof) if dof < 120 else 120
+    return _T95[below] if dof < 120 else 1.960
+
+
+@dataclass
+class Summary:
+    n: int
+    mean: float
+    stdev: float
+    cv_pct: float
+    ci_low: float
+    ci_high: float
+
+
+def amean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs)
+
+
+def hmean(xs: Sequence[float]) -> float:
+    if any(x <= 0 for x in xs):
+        return 0.0
+    return len(xs) / sum(1.0 / x for x in xs)
+
+
+def stdev(xs: Sequence[float]) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = amean(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def summarize(xs: Sequence[float], kind: str = "time") -> Summary:
+    """Mean (harmonic for kind 'rate'), CV and the 95% CI of the mean."""
+    if not xs:
+        raise ValueError("no values")
+    n = len(xs)
+    mean = hmean(xs) if kind == "rate" else amean(xs)
+    sd = stdev(xs)
+    am = amean(xs)
+    cv = 100.0 * sd / am if am else 0.0
+    half = t95(n - 1) * sd / math.sqrt(n) if n > 1 else math.inf
+    return Summary(n, mean, sd, cv, am - half, am + half)
+
+
+def pct_improvement(a: float, b: float, higher_is_better: bool) -> Optional[float]:
+    """Positive when B is better than A, whatever the metric's direction."""
+    if a == 0:
+        return None
+    change = 100.0 * (b - a) / abs(a)
+    return change if higher_is_better else -change
+
+
+def significant(a: Summary, b: Summary) -> bool:
+    return a.ci_high < b.ci_low or b.ci_high < a.ci_low
