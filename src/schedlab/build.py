@@ -261,12 +261,13 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
     bdir = build_dir_for(tree, variant, config, arch)
     log = log_dir() / f"build-{tree.key}-{variant}-{config}-{arch.name}.log"
     log.write_text("")
-    tree.checkout(commit)
-    say(f"  tree {tree.path} at {commit[:12]} ({variant}), build folder {bdir}")
-    say(f"  full log: {log}")
-    configure(tree, bdir, config, arch, log, cross)
-    took = run_make(make_args(arch, bdir, cross) + [arch.image], tree.path, log,
-                    f"build {variant}/{config}")
+    with tree.locked(f"build {variant}/{config}"):
+        tree.checkout(commit)
+        say(f"  tree {tree.path} at {commit[:12]} ({variant}), build folder {bdir}")
+        say(f"  full log: {log}")
+        configure(tree, bdir, config, arch, log, cross)
+        took = run_make(make_args(arch, bdir, cross) + [arch.image], tree.path, log,
+                        f"build {variant}/{config}")
     release = (bdir / "include/config/kernel.release").read_text().strip()
     info = {"variant": variant, "commit": commit, "config": config, "arch": arch.name,
             "release": release, "fragments": [str(p.relative_to(REPO))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -32,8 +33,10 @@ def _tree(args) -> source.Tree:
 
 
 def _built(args, tree: source.Tree) -> buildmod.BuildResult:
-    commit = series.ensure_variant(tree, args.variant, getattr(args, "measure", False))
-    return buildmod.build(tree, args.variant, commit, args.config, args.arch)
+    measure = getattr(args, "measure", False)
+    commit = series.ensure_variant(tree, args.variant, measure)
+    name = args.variant + ("+measure" if measure else "")
+    return buildmod.build(tree, name, commit, args.config, args.arch)
 
 
 # ------------------------------------------------------------------ commands
@@ -69,8 +72,9 @@ def cmd_series(args) -> int:
         return 0
     if args.action == "export":
         folder = series.MEASURE if args.measure else series.PATCHES
-        start = args.start or (series.ensure_variant(tree, "patched") if args.measure
-                               else tree.base)
+        start = args.start or ((tree.commit_of("patched") or
+                                series.ensure_variant(tree, "patched"))
+                               if args.measure else tree.base)
         series.export(tree, start, args.end, folder, cover=not args.measure)
         return 0
     if args.action == "rebase":
@@ -314,7 +318,15 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminate(signum, frame):  # noqa: ARG001
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    # Ctrl-C and SIGTERM unwind through the finally blocks that stop VMs,
+    # even where the parent started us with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _terminate)
     args = make_parser().parse_args(argv)
     if hasattr(args, "default_topologies") and not args.topology:
         args.topology = args.default_topologies

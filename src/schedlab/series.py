@@ -92,6 +92,11 @@ def apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str:
 
     On a failure the tree is left in the middle of git am at the failing patch.
     """
+    with tree.locked(what):
+        return _apply_patches(tree, onto, patches, what)
+
+
+def _apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str:
     if am_in_progress(tree):
         raise LabError(f"a git am is already in progress in {tree.path}: finish it with "
                        f"'git -C {tree.path} am --continue' or drop it with "
@@ -136,20 +141,27 @@ def variant_patches(variant: str, measure: bool) -> List[Path]:
 
 
 def ensure_variant(tree: Tree, variant: str, measure: bool = False) -> str:
-    """The commit of a variant: base, or base plus the series (plus measure series)."""
-    patches = variant_patches(variant, measure)
-    name = variant + ("+measure" if measure else "")
+    """The commit of a variant: base, or base plus the series; with measure,
+    the measurement series on top of that commit."""
+    variant_patches(variant, False)
+    if measure:
+        onto = ensure_variant(tree, variant, False)
+        patches, name = read_series(MEASURE), variant + "+measure"
+    else:
+        onto = tree.base
+        patches = read_series(PATCHES) if variant == "patched" else []
+        name = variant
     if not patches:
-        tree.set_ref(name, tree.base)
-        return tree.base
-    key = series_hash(tree.base, patches)
+        tree.set_ref(name, onto)
+        return onto
+    key = series_hash(onto, patches)
     state = _load_state(tree)
     known = state.get(name, {})
     commit = tree.commit_of(name)
     if known.get("hash") == key and commit and commit == known.get("commit"):
         return commit
-    say(f"  applying {len(patches)} patch(es) onto {tree.base[:12]} for {name}")
-    commit = apply_patches(tree, tree.base, patches, name)
+    say(f"  applying {len(patches)} patch(es) onto {onto[:12]} for {name}")
+    commit = apply_patches(tree, onto, patches, name)
     tree.set_ref(name, commit)
     state[name] = {"hash": key, "commit": commit, "base": tree.base}
     _save_state(tree, state)
@@ -183,7 +195,7 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
     if cover and old_cover.is_file():
         title, blurb = _cover_parts(old_cover.read_text())
     with tempfile.TemporaryDirectory() as tmp:
-        args = ["format-patch", "-q", "-o", tmp, f"--base={start}", "--no-signature",
+        args = ["format-patch", "-q", "-o", tmp, f"--base={start}", "--no-signature", "--abbrev=12",
                 "--zero-commit", f"{start}..{end_sha}"]
         if cover:
             args.insert(1, "--cover-letter")
@@ -204,7 +216,23 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
             (folder / p.name).write_text(text)
     (folder / "series").write_text("".join(n + "\n" for n in names))
     say(f"  exported {len(names)} patch(es) into {folder}")
+    _record_export(tree, folder, start, end_sha)
     return [folder / n for n in names]
+
+
+def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
+    """The exported files describe start..end: remember it, so that the next
+    build uses that commit instead of applying the series again."""
+    state = _load_state(tree)
+    if folder == PATCHES and start == tree.base:
+        name, patches = "patched", read_series(PATCHES)
+    elif folder == MEASURE and start == tree.commit_of("patched"):
+        name, patches = "patched+measure", read_series(MEASURE)
+    else:
+        return
+    state[name] = {"hash": series_hash(start, patches), "commit": end, "base": tree.base}
+    tree.set_ref(name, end)
+    _save_state(tree, state)
 
 
 # ---------------------------------------------------------------- rebase
@@ -318,10 +346,15 @@ def maintainers_cover(tree: Tree, commit: str, files: List[str]) -> List[str]:
 
 def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
     """Check every patch: applies, checkpatch --strict, sign-off, W=1 clean objects."""
+    tip = ensure_variant(tree, "patched")
+    with tree.locked("series check"):
+        return _check(tree, tip, ppc, w1)
+
+
+def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
     patches = read_series(PATCHES)
     if not patches:
         raise LabError(f"{PATCHES / 'series'} lists no patches")
-    tip = ensure_variant(tree, "patched")
     commits = git(tree.path, "rev-list", "--reverse", f"{tree.base}..{tip}").split()
     if len(commits) != len(patches):
         raise LabError(f"{len(patches)} patches gave {len(commits)} commits")

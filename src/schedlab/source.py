@@ -14,14 +14,16 @@ branches.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import subprocess
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 from . import aptmirror
 from .util import LabError, cache_dir, git, is_disk_full, log_dir, run, say, work_dir
@@ -51,6 +53,22 @@ class Tree:
 
     def set_ref(self, variant: str, commit: str) -> None:
         git(self.path, "update-ref", self.ref(variant), commit)
+
+    @contextmanager
+    def locked(self, what: str) -> Iterator[None]:
+        """Hold the tree for a checkout and the build that follows it: two lab
+        commands never switch the tree under each other's compiler."""
+        lock = self.path.with_name(self.path.name + ".lock")
+        with open(lock, "w") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                say(f"  waiting for another schedlab command that uses {self.path} ({what})")
+                fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
 
     def checkout(self, commit: str) -> None:
         """Detached checkout in the lab's own tree (only files that differ change)."""
