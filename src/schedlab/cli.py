@@ -16,7 +16,9 @@ from typing import List, Optional
 
 from . import build as buildmod
 from . import deps, series, source
+from . import compare as comparemod
 from . import kunit as kunitmod
+from . import measure as measuremod
 from . import topology as topomod
 from . import vm
 from .util import LabError, Stages, eprint, run, say
@@ -34,8 +36,16 @@ def _tree(args) -> source.Tree:
 
 def _built(args, tree: source.Tree) -> buildmod.BuildResult:
     measure = getattr(args, "measure", False)
-    commit = series.ensure_variant(tree, args.variant, measure)
     name = args.variant + ("+measure" if measure else "")
+    if getattr(args, "no_build", False):
+        arch = buildmod.get_arch(args.arch)
+        bdir = buildmod.build_dir_for(tree, name, args.config, arch)
+        image = bdir / arch.image_path
+        if not image.is_file():
+            raise LabError(f"--no-build: nothing built at {image}")
+        say(f"  using the kernel already built in {bdir} (--no-build)")
+        return buildmod.BuildResult(bdir, image, "", 0.0, "")
+    commit = series.ensure_variant(tree, args.variant, measure)
     return buildmod.build(tree, name, commit, args.config, args.arch)
 
 
@@ -117,13 +127,15 @@ def run_vm(args, topo: topomod.Topology, image: Path, command: List[str]) -> int
     user = shlex.join(command) if command else "true"
     if args.no_check:
         res = vm.boot(image, topo, user, online=args.online, memory_mib=args.memory,
-                      kernel_args=args.append, timeout=args.timeout, verbose=args.verbose)
+                      kernel_args=args.append, timeout=args.timeout, verbose=args.verbose,
+                      rwdirs=args.rwdir)
         sys.stdout.write(res.output)
         return res.returncode
     probe = vm.guest_script("topology-probe.sh", topomod.GUEST_PROBE)
     wrapper = vm.guest_script("vm-command.sh", f"bash {probe}\necho {CHECK_MARK}\n{user}\n")
     res = vm.boot(image, topo, f"bash {wrapper}", online=args.online, memory_mib=args.memory,
-                  kernel_args=args.append, timeout=args.timeout, verbose=args.verbose)
+                  kernel_args=args.append, timeout=args.timeout, verbose=args.verbose,
+                  rwdirs=args.rwdir)
     report, sep, rest = res.output.partition(CHECK_MARK + "\n")
     if not sep:
         report, rest = res.output, ""
@@ -175,6 +187,42 @@ def cmd_kunit(args) -> int:
     if online is None and args.topology == kunitmod.DEFAULT_TOPOLOGY:
         online = kunitmod.DEFAULT_ONLINE
     return 0 if run_kunit_on(args, tree, result.image, args.topology, online) else 1
+
+
+def cmd_measure(args) -> int:
+    if not args.vm:
+        raise LabError("measure: only --vm is implemented so far")
+    topo = topomod.parse_topology(args.topology)
+    plan = args.plan.split(",") if args.plan else list(measuremod.DEFAULT_PLAN)
+    for name in plan:
+        measuremod.workload(name)
+    tree = _tree(args)
+    args.config, args.measure = "probe", True
+    result = _built(args, tree)
+    setting = {"topology": topo.spec(), "config": "probe", "arch": args.arch or "x86_64",
+               "probe_tool": measuremod.PROBE_TOOL, "variant": args.variant,
+               "kernel_tree": tree.description}
+    runs = measuremod.measure_vm(args.label, result.image, topo, plan, args.runs, args.seconds,
+                                 setting, args.timeout)
+    bad = [r for r in runs if not r["complete"]]
+    say(f"  results in {measuremod.results_dir(args.label)}: {len(runs) - len(bad)} complete, "
+        f"{len(bad)} incomplete")
+    return 1 if bad else 0
+
+
+def _results(name: str) -> Path:
+    p = Path(name)
+    return p if p.is_dir() else measuremod.results_dir(name)
+
+
+def cmd_compare(args) -> int:
+    a, b = comparemod.load_runs(_results(args.a)), comparemod.load_runs(_results(args.b))
+    comparemod.check_comparable(a, b)
+    rs = comparemod.rows(a, b)
+    if not rs:
+        raise LabError("no metric has complete runs on both sides")
+    say(comparemod.table(rs, Path(args.a).name, Path(args.b).name, markdown=args.markdown))
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -259,6 +307,8 @@ def make_parser() -> argparse.ArgumentParser:
                            help="target architecture (default x86_64)")
     buildopts.add_argument("--measure", action="store_true",
                            help="also apply the measurement series (patches/measure/)")
+    buildopts.add_argument("--no-build", action="store_true",
+                           help="boot what is already built, without an incremental build")
     vmopts = argparse.ArgumentParser(add_help=False)
     vmopts.add_argument("--online", type=int, metavar="K",
                         help="bring up only K CPUs (kernel maxcpus=K); nr_cpu_ids stays N")
@@ -269,6 +319,8 @@ def make_parser() -> argparse.ArgumentParser:
     vmopts.add_argument("--no-check", action="store_true",
                         help="skip the topology check")
     vmopts.add_argument("--verbose", action="store_true", help="show the guest console")
+    vmopts.add_argument("--rwdir", action="append", default=[], type=Path, metavar="DIR",
+                        help="a host folder the guest may write (repeatable)")
 
     p = argparse.ArgumentParser(prog="schedlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,6 +356,24 @@ def make_parser() -> argparse.ArgumentParser:
                         "compares a fixture with the live domains")
     s.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. 'sched_fair_lb.swb*'")
     s.set_defaults(func=cmd_kunit)
+    s = sub.add_parser("measure", parents=[common, vmopts],
+                       help="run a measurement plan, results in results/LABEL/")
+    s.add_argument("--label", required=True)
+    s.add_argument("--vm", action="store_true", help="in the lab VM (the default way)")
+    s.add_argument("--variant", default="patched", choices=["base", "patched"])
+    s.add_argument("--topology", "-t", default="smt4")
+    s.add_argument("--plan", help="comma-separated workloads: "
+                                  + ", ".join(measuremod.WORKLOADS))
+    s.add_argument("--runs", type=int, default=3)
+    s.add_argument("--seconds", type=int, default=10, help="duration of timed workloads")
+    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    s.add_argument("--no-build", action="store_true")
+    s.set_defaults(func=cmd_measure)
+    s = sub.add_parser("compare", help="compare two result sets: compare base patched")
+    s.add_argument("a")
+    s.add_argument("b")
+    s.add_argument("--markdown", action="store_true")
+    s.set_defaults(func=cmd_compare)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")
     s.add_argument("--topology", "-t", action="append", default=None)

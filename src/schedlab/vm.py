@@ -37,7 +37,8 @@ class VmResult:
 
 def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
                 memory_mib: int = 2048, online: Optional[int] = None,
-                kernel_args: Sequence[str] = (), verbose: bool = False) -> List[str]:
+                kernel_args: Sequence[str] = (), verbose: bool = False,
+                rwdirs: Sequence[Path] = ()) -> List[str]:
     """The virtme-ng command line for one boot (pure: tested without booting)."""
     args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
             "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
@@ -47,6 +48,8 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
         args += ["--numa", spec]
     for karg in list(topomod.kernel_cpu_args(topo, online)) + list(kernel_args):
         args += ["--append", karg]
+    for d in rwdirs:
+        args += ["--rwdir", str(d)]
     if verbose:
         args.append("--verbose")
     args += ["--exec", cmd]
@@ -123,7 +126,8 @@ def kvm_works(image: Path) -> tuple[bool, str]:
 
 def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int] = None,
          memory_mib: int = 2048, kernel_args: Sequence[str] = (), timeout: float = 900,
-         verbose: bool = False, quiet: bool = False) -> VmResult:
+         verbose: bool = False, quiet: bool = False,
+         rwdirs: Sequence[Path] = ()) -> VmResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
     kvm, why = kvm_works(image)
@@ -133,7 +137,7 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
         say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
             + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
     args = vng_command(image, topo, cmd, kvm=kvm, memory_mib=memory_mib, online=online,
-                       kernel_args=kernel_args, verbose=verbose)
+                       kernel_args=kernel_args, verbose=verbose, rwdirs=rwdirs)
     res = _spawn(args, timeout, log_dir() / "vm.log")
     res.accel = accel
     if res.timed_out:

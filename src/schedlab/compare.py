@@ -1,0 +1,109 @@
+"""Base-vs-patched comparison tables from results/NAME/ (one JSON per run).
+
+Sign convention, stated once: 'pct imp' is positive when B is better than
+A, whatever the direction of the metric. Significance: see stats.py.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from . import stats
+from .util import LabError
+
+# What must be equal for two result sets to be compared.
+COMPARABLE = ("topology", "config", "probe_tool", "arch")
+
+
+def load_runs(folder: Path) -> List[dict]:
+    if not folder.is_dir():
+        raise LabError(f"no results at {folder}")
+    runs = []
+    for f in sorted(folder.glob("run-*.json")):
+        runs.append(json.loads(f.read_text()))
+    if not runs:
+        raise LabError(f"no run-*.json in {folder}")
+    return runs
+
+
+def setting(runs: List[dict], key: str) -> set:
+    return {json.dumps(r.get("setting", {}).get(key), sort_keys=True) for r in runs}
+
+
+def check_comparable(a: List[dict], b: List[dict]) -> None:
+    diffs = []
+    for key in COMPARABLE:
+        sa, sb = setting(a, key), setting(b, key)
+        if len(sa) > 1 or len(sb) > 1:
+            diffs.append(f"{key}: mixed within one side (A {sorted(sa)}, B {sorted(sb)})")
+        elif sa != sb:
+            diffs.append(f"{key}: A {sa.pop()} vs B {sb.pop()}")
+    if diffs:
+        raise LabError("refusing to compare runs that differ in:\n  " + "\n  ".join(diffs))
+
+
+@dataclass
+class Row:
+    workload: str
+    metric: str
+    unit: str
+    a: stats.Summary
+    b: stats.Summary
+    imp: float | None
+    sig: bool
+
+
+def rows(a: List[dict], b: List[dict]) -> List[Row]:
+    def collect(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
+        out: Dict[Tuple[str, str], List[dict]] = {}
+        for r in runs:
+            if not r.get("complete", False):
+                continue
+            for name, m in r.get("metrics", {}).items():
+                out.setdefault((r["workload"], name), []).append(m)
+        return out
+    ca, cb = collect(a), collect(b)
+    out = []
+    for key in sorted(set(ca) & set(cb)):
+        ma, mb = ca[key], cb[key]
+        kind, hib = ma[0]["kind"], ma[0]["higher_is_better"]
+        sa = stats.summarize([m["value"] for m in ma], kind)
+        sb = stats.summarize([m["value"] for m in mb], kind)
+        out.append(Row(key[0], key[1], ma[0]["unit"], sa, sb,
+                       stats.pct_improvement(sa.mean, sb.mean, hib), stats.significant(sa, sb)))
+    return out
+
+
+def _fmt(x: float) -> str:
+    if x == 0:
+        return "0"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3f}"
+
+
+def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> str:
+    head = ["workload", "metric", f"{a_name} mean", "CV%", f"{b_name} mean", "CV%",
+            "pct imp", "sig"]
+    body = []
+    for r in rs:
+        imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
+        body.append([r.workload, f"{r.metric} ({r.unit})", _fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
+                     _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |",
+                 "|" + "|".join(["---", "---"] + ["---:"] * 6) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in body]
+    else:
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+        fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
+        lines = [fmt.format(*head)] + [fmt.format(*row) for row in body]
+    lines.append("")
+    lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
+                 f"{stats.SIGNIFICANCE_RULE}.")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""Parsers of the measurement tools' outputs (pure functions).
+
+Each returns metrics as {name: Metric}; tests/data/tools/ holds real outputs
+captured in the lab VM that the tests parse.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+
+@dataclass
+class Metric:
+    value: float
+    unit: str
+    kind: str                 # "time", "rate" or "count": picks the mean
+    higher_is_better: bool
+
+
+def _float(m: Optional[re.Match], group: int = 1) -> Optional[float]:
+    return float(m.group(group)) if m else None
+
+
+def hackbench(text: str) -> Dict[str, Metric]:
+    """rt-tests hackbench: 'Time: 5.208'."""
+    v = _float(re.search(r"^Time:\s*([0-9.]+)", text, re.M))
+    return {} if v is None else {"hackbench time": Metric(v, "s", "time", False)}
+
+
+def perf_bench_sched(text: str) -> Dict[str, Metric]:
+    """perf bench sched messaging or pipe."""
+    out: Dict[str, Metric] = {}
+    what = "pipe" if "sched/pipe" in text else "messaging"
+    total = _float(re.search(r"Total time:\s*([0-9.]+)\s*\[sec\]", text))
+    if total is not None:
+        out[f"perf sched {what} time"] = Metric(total, "s", "time", False)
+    usecs = _float(re.search(r"([0-9.]+)\s+usecs/op", text))
+    if usecs is not None:
+        out[f"perf sched {what} usecs/op"] = Metric(usecs, "us", "time", False)
+    ops = _float(re.search(r"([0-9.]+)\s+ops/sec", text))
+    if ops is not None:
+        out[f"perf sched {what} ops/s"] = Metric(ops, "ops/s", "rate", True)
+    return out
+
+
+_STRESS = re.compile(r"metrc:\s*\[\d+\]\s+(\S+)\s+(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)"
+                     r"\s+([0-9.]+)\s+([0-9.]+)")
+
+
+def stress_ng(text: str) -> Dict[str, Metric]:
+    """stress-ng --metrics-brief: bogo ops/s (real time) per stressor."""
+    out: Dict[str, Metric] = {}
+    for m in _STRESS.finditer(text):
+        name = m.group(1)
+        out[f"stress-ng {name} bogo-ops/s"] = Metric(float(m.group(6)), "ops/s", "rate", True)
+        out[f"stress-ng {name} real time"] = Metric(float(m.group(3)), "s", "time", False)
+    return out
+
+
+def dbench(text: str) -> Dict[str, Metric]:
+    """dbench/tbench: 'Throughput 123.4 MB/sec  2 clients ...'."""
+    m = re.search(r"^Throughput\s+([0-9.]+)\s+MB/sec", text, re.M)
+    tool = "tbench" if "tbench" in text.split("\n", 1)[0] else "dbench"
+    return {} if not m else {f"{tool} throughput": Metric(float(m.group(1)), "MB/s", "rate",
+                                                          True)}
+
+
+# /proc/schedstat version 17: per domain, 11 sched_balance_rq() counters for
+# each idle type, in the order busy (__CPU_NOT_IDLE), idle, newly idle.
+IDLE_TYPES = ("busy", "idle", "newidle")
+LB_FIELDS = ("lb_count", "lb_balanced", "lb_failed", "lb_imbalance_load", "lb_imbalance_util",
+             "lb_imbalance_task", "lb_imbalance_misfit", "lb_gained", "lb_hot_gained",
+             "lb_nobusyq", "lb_nobusyg")
+
+
+def schedstat(text: str) -> Dict[str, Dict[str, int]]:
+    """Sum over CPUs of each domain level's counters: {'MC': {'lb_count.busy': n}}."""
+    if not re.search(r"^version 17$", text, re.M):
+        raise ValueError("only /proc/schedstat version 17 is understood")
+    out: Dict[str, Dict[str, int]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].startswith("domain") or len(parts) < 3 + 33:
+            continue
+        name = parts[1]
+        vals = [int(x) for x in parts[3:3 + 33]]
+        dom = out.setdefault(name, {})
+        for t, itype in enumerate(IDLE_TYPES):
+            for f, field in enumerate(LB_FIELDS):
+                key = f"{field}.{itype}"
+                dom[key] = dom.get(key, 0) + vals[t * len(LB_FIELDS) + f]
+    return out
+
+
+def schedstat_delta(before: str, after: str) -> Dict[str, Metric]:
+    """Load-balance attempts per domain level and idle type during a run."""
+    a, b = schedstat(before), schedstat(after)
+    out: Dict[str, Metric] = {}
+    for name in b:
+        for itype in IDLE_TYPES:
+            key = f"lb_count.{itype}"
+            n = b[name].get(key, 0) - a.get(name, {}).get(key, 0)
+            out[f"balance {name} {itype}"] = Metric(float(n), "calls", "count", False)
+    return out
+
+
+def proc_stat_busy(before: str, after: str) -> Dict[str, Metric]:
+    """CPU utilisation over a run from the aggregate 'cpu' line of /proc/stat."""
+    def fields(text: str) -> List[int]:
+        for line in text.splitlines():
+            if line.startswith("cpu "):
+                return [int(x) for x in line.split()[1:]]
+        raise ValueError("no aggregate cpu line")
+    a, b = fields(before), fields(after)
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d[:8])
+    idle = d[3] + d[4]
+    busy = 100.0 * (total - idle) / total if total else 0.0
+    return {"cpu busy": Metric(busy, "%", "time", False)}
+
+
+_MAP = re.compile(r"^@([A-Za-z_][A-Za-z0-9_]*)(?:\[([^\]]*)\])?:\s+(-?\d+)\s*$")
+
+
+def bpftrace_maps(text: str) -> Dict[str, float]:
+    """Scalar and keyed count maps printed by bpftrace at exit."""
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        m = _MAP.match(line.strip())
+        if m:
+            key = m.group(1) + (f"[{m.group(2)}]" if m.group(2) else "")
+            out[key] = float(m.group(3))
+    return out
+
+
+_HIST = re.compile(r"^\s*(\d+)\s*->\s*(\d+)\s*:\s*(\d+)\s*\|", re.M)
+_AVG = re.compile(r"avg\s*=\s*([0-9.]+)\s*(\w+),\s*total:\s*([0-9.]+)\s*\w+,\s*count:\s*(\d+)")
+
+
+@dataclass
+class Latency:
+    unit: str
+    buckets: List[tuple]          # (low, high, count)
+    avg: Optional[float] = None
+    total: Optional[float] = None
+    count: Optional[int] = None
+
+
+def funclatency(text: str) -> Latency:
+    """bcc or libbpf-tools funclatency: log2 histogram and the avg line."""
+    unit = "nsecs"
+    m = re.search(r"^\s*(nsecs?|usecs?|msecs?)\s*:\s*count", text, re.M)
+    if m:
+        unit = m.group(1)
+    buckets = [(int(a), int(b), int(c)) for a, b, c in _HIST.findall(text)]
+    lat = Latency(unit, buckets)
+    avg = _AVG.search(text)
+    if avg:
+        lat.avg, lat.total, lat.count = float(avg.group(1)), float(avg.group(3)), \
+            int(avg.group(4))
+    elif buckets:
+        lat.count = sum(c for _, _, c in buckets)
+    return lat

@@ -1,0 +1,88 @@
+"""Parsers against real outputs captured in the lab VM (tests/data/tools/)."""
+
+from pathlib import Path
+
+import pytest
+
+from schedlab import parsers as p
+
+DATA = Path(__file__).parent / "data" / "tools"
+
+
+def read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_hackbench():
+    m = p.hackbench(read("hackbench-pipe-threads.txt"))
+    assert m["hackbench time"].value == 2.068
+    assert m["hackbench time"].kind == "time" and not m["hackbench time"].higher_is_better
+    assert p.hackbench("garbage") == {}
+
+
+def test_perf_bench_messaging_and_pipe():
+    assert p.perf_bench_sched(read("perf-bench-messaging.txt")) == {
+        "perf sched messaging time": p.Metric(2.124, "s", "time", False)}
+    pipe = p.perf_bench_sched(read("perf-bench-pipe.txt"))
+    assert pipe["perf sched pipe time"].value == 4.463
+    assert pipe["perf sched pipe usecs/op"].value == 223.17485
+    assert pipe["perf sched pipe ops/s"] == p.Metric(4480.0, "ops/s", "rate", True)
+
+
+def test_stress_ng_metrics_brief():
+    m = p.stress_ng(read("stress-ng-cpu.txt"))
+    assert m["stress-ng cpu bogo-ops/s"].value == 81.74
+    assert m["stress-ng cpu bogo-ops/s"].kind == "rate"
+    assert m["stress-ng cpu real time"].value == 6.02
+
+
+def test_dbench_throughput_line():
+    text = ("dbench version 4.00 - Copyright Andrew Tridgell 1999-2004\n\n"
+            "Throughput 51.2345 MB/sec  2 clients  2 procs  max_latency=12.345 ms\n")
+    assert p.dbench(text)["dbench throughput"].value == 51.2345
+    assert p.dbench(read("dbench.txt")) == {}   # the run failed (no SysV IPC)
+
+
+def test_schedstat_sums_domains_by_idle_type():
+    after = p.schedstat(read("schedstat-after.txt"))
+    assert set(after) == {"SMT", "MC"}
+    # cpu0 domain0 (SMT) alone: busy lb_count 9, idle lb_count 386.
+    lines = [ln for ln in read("schedstat-after.txt").splitlines()]
+    one = "\n".join(["version 17"] + [ln for ln in lines if ln.startswith("domain0 SMT 0f")][:1])
+    assert p.schedstat(one)["SMT"]["lb_count.busy"] == 9
+    assert p.schedstat(one)["SMT"]["lb_count.idle"] == 386
+    assert p.schedstat(one)["SMT"]["lb_count.newidle"] == 0
+
+
+def test_schedstat_delta_and_version_check():
+    d = p.schedstat_delta(read("schedstat-before.txt"), read("schedstat-after.txt"))
+    assert d["balance SMT idle"].value > 0
+    assert d["balance MC busy"].kind == "count"
+    with pytest.raises(ValueError):
+        p.schedstat("version 15\n")
+
+
+def test_proc_stat_busy_by_hand():
+    before = "cpu  100 0 100 800 0 0 0 0 0 0\n"
+    after = "cpu  200 0 150 850 0 0 0 0 0 0\n"
+    # delta: user 100, system 50, idle 50 -> 150 busy of 200
+    assert p.proc_stat_busy(before, after)["cpu busy"].value == 75.0
+    real = p.proc_stat_busy(read("proc-stat-before.txt"), read("proc-stat-after.txt"))
+    assert 0 < real["cpu busy"].value <= 100
+
+
+def test_bpftrace_maps():
+    text = "Attaching 4 probes...\n\n@swb_calls: 1234\n@lb[MC]: 7\n@hist:\n[1, 2) 3 |@@|\n"
+    assert p.bpftrace_maps(text) == {"swb_calls": 1234.0, "lb[MC]": 7.0}
+
+
+def test_funclatency_bcc_form():
+    text = ("     nsecs               : count     distribution\n"
+            "         0 -> 1          : 0        |                                        |\n"
+            "       256 -> 511        : 10       |****************************************|\n"
+            "       512 -> 1023       : 5        |********************                    |\n"
+            "\navg = 400 nsecs, total: 6000 nsecs, count: 15\n")
+    lat = p.funclatency(text)
+    assert lat.unit == "nsecs"
+    assert lat.buckets == [(0, 1, 0), (256, 511, 10), (512, 1023, 5)]
+    assert (lat.avg, lat.total, lat.count) == (400.0, 6000.0, 15)
