@@ -12,17 +12,55 @@ DATA = Path(__file__).parent / "data" / "tools"
 
 
 def test_guest_script_runs_every_workload_with_the_probe():
-    text = m.guest_script(["stress-100", "hackbench-process"], runs=2, secs=7)
+    plan = m.plan_workloads("stress-100,hackbench-process")
+    text = m.guest_script(plan, runs=2, secs=7)
     for d in ("stress-100-0", "stress-100-1", "hackbench-process-0", "hackbench-process-1"):
         assert f'"$OUT/{d}"' in text
-    assert text.count("bpftrace /tmp/probe.bt") == 4
-    assert "kprobe:should_we_balance" in text and "kprobe:idle_cpu /@in[tid]/" in text
+    assert text.count("bpftrace $PD/probe.bt >") == 4
+    assert "kfunc:should_we_balance" in text and "kprobe:should_we_balance" in text
+    assert "kprobe:idle_cpu /@swb_in[cpu]/" in text
     assert "SECS=7" in text and "kernel.sched_schedstats=1" in text
+    assert "export NCPU SECS" in text          # the workloads run under bash -c
+    assert "trap cleanup EXIT" in text and "timeout -k 10 120 bash -c" in text
 
 
-def test_unknown_workload_lists_the_known_ones():
+def test_guest_script_is_valid_bash():
+    import subprocess
+    plan = [m.workload(n) for n in m.WORKLOADS]
+    text = m.guest_script(plan, runs=1, secs=3)
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+
+
+def test_bpftrace_snippets_per_attach_method():
+    assert "kfunc:sched_balance_rq { @lb_calls[args->idle]" in m.bpftrace_script("lb", "kfunc")
+    assert "kprobe:sched_balance_rq { @lb_calls[arg3]" in m.bpftrace_script("lb", "kprobe")
+    assert "kretfunc:should_we_balance" in m.bpftrace_script("swb", "kfunc")
+    assert m.bpftrace_script("migrate", "kfunc").startswith("tracepoint:sched:")
+
+
+def test_unknown_workload_and_probe_list_the_known_ones():
     with pytest.raises(LabError, match="known: stress-100"):
-        m.guest_script(["nope"], 1, 1)
+        m.plan_workloads("nope")
+    with pytest.raises(LabError, match="known: swb"):
+        m.probe_names("swb,nope")
+    with pytest.raises(LabError, match="--schbench PATH"):
+        m.plan_workloads("schbench")
+    with pytest.raises(LabError, match="twice"):
+        m.guest_script(m.plan_workloads("stress-50,stress-50"), 1, 1)
+
+
+def test_missing_tools_name_their_package(monkeypatch):
+    monkeypatch.setattr(m.shutil, "which", lambda tool, path=None: None)
+    missing = m.missing_tools(m.plan_workloads("hackbench-process"), ["latency"], "bcc")
+    assert "hackbench (Debian package rt-tests)" in missing
+    assert "funclatency-bpfcc (Debian package bpfcc-tools)" in missing
+    assert "bpftrace (Debian package bpftrace)" in missing
+
+
+def test_host_config_key_ignores_localversion():
+    a = "CONFIG_A=y\nCONFIG_LOCALVERSION=\"-schedlab-base\"\n# comment\n"
+    b = "CONFIG_A=y\nCONFIG_LOCALVERSION=\"-schedlab-patched\"\n"
+    assert m.host_config_key(a) == m.host_config_key(b) != m.host_config_key("CONFIG_A=m\n")
 
 
 def make_run(tmp_path: Path, probe: str, status: str = "0") -> Path:
@@ -40,14 +78,23 @@ def make_run(tmp_path: Path, probe: str, status: str = "0") -> Path:
 
 
 def test_parse_complete_run(tmp_path):
-    probe = ("Attaching 5 probes...\n\n@lb_calls: 300\n@swb_calls: 200\n"
-             "@swb_idle_probes: 1000\n@swb_ns: 2500\n")
+    probe = ("Attaching 5 probes...\n\n@lb_calls[2]: 300\n@lb_ns_sum[2]: 600000\n"
+             "@swb_calls: 200\n@swb_idle_probes: 1000\n@swb_ns_sum: 400000\n"
+             "@swb_ns:\n[1K, 2K)             100 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
+             "[2K, 4K)             100 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n")
     run = m.parse_run(make_run(tmp_path, probe), m.workload("stress-50"))
     assert run["complete"], run["problems"]
     met = run["metrics"]
     assert met["idle_cpu probes in should_we_balance"]["value"] == 1000
     assert met["idle_cpu probes in should_we_balance per s"]["value"] == 100
     assert met["should_we_balance calls"]["kind"] == "count"
+    assert met["idle_cpu probes per should_we_balance call"]["value"] == 5
+    assert met["sched_balance_rq newidle calls"]["value"] == 300
+    assert met["sched_balance_rq newidle mean time"]["value"] == 2000
+    assert met["sched_balance_rq busy calls"]["value"] == 0   # never written: zero
+    assert met["should_we_balance mean time (bpftrace)"]["value"] == 2000
+    assert run["histograms"]["should_we_balance"]["buckets"] == [(1024, 2047, 100),
+                                                                (2048, 4095, 100)]
     assert met["stress-ng cpu bogo-ops/s"]["value"] == 81.74
     assert "balance SMT idle" in met and "cpu busy" in met
 
@@ -57,3 +104,27 @@ def test_probe_that_did_not_attach_makes_the_run_incomplete(tmp_path):
                       m.workload("stress-50"))
     assert not run["complete"]
     assert any("did not attach" in p for p in run["problems"])
+
+
+def test_unfinished_and_timed_out_runs_are_incomplete(tmp_path):
+    run = m.parse_run(tmp_path / "never-started", m.workload("stress-50"))
+    assert not run["complete"] and "did not finish" in run["problems"][0]
+    run = m.parse_run(make_run(tmp_path, "Attaching 1 probe...\n", status="124"),
+                      m.workload("stress-50"))
+    assert "workload hit its time limit" in run["problems"]
+
+
+def test_collect_keeps_partial_plans(tmp_path, monkeypatch):
+    monkeypatch.setattr(m, "results_dir", lambda label: tmp_path / "results" / label)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "uname.txt").write_text("7.3.4\n")
+    (raw / "attach.txt").write_text("kfunc\n")
+    (raw / "latency-tool.txt").write_text("bpftrace\n")
+    (raw / "probes-used.txt").write_text("swb\n")
+    d = make_run(tmp_path, "Attaching 3 probes...\n@swb_calls: 5\n")
+    d.rename(raw / "stress-50-0")
+    runs = m.collect("lbl", raw, m.plan_workloads("stress-50"), 2, {"topology": "x"}, {})
+    assert [r["complete"] for r in runs] == [True, False]
+    assert runs[0]["setting"]["probe_tool"] == "bpftrace/kfunc"
+    assert (tmp_path / "results" / "lbl" / "run-stress-50-1.json").is_file()

@@ -301,3 +301,107 @@ def prepare(tree: Tree, build_dir: Path, config: str, arch: Arch, log: Path,
     configure(tree, build_dir, config, arch, log, cross)
     run_make(make_args(arch, build_dir, cross) + ["prepare"], tree.path, log,
              f"prepare {arch.name}")
+
+
+# ------------------------------------------------------------------ host kernels
+
+def native_arch() -> Arch:
+    """The Arch of this machine, compiled natively (no CROSS_COMPILE)."""
+    import platform
+    machine = platform.machine()
+    name = {"x86_64": "x86_64", "ppc64le": "ppc64le"}.get(machine)
+    if not name:
+        raise LabError(f"host kernels are built for x86_64 and ppc64le; this is {machine}")
+    a = ARCHES[name]
+    return Arch(a.name, a.karch, "", a.start, a.image, a.image_path)
+
+
+def host_config_source(path: Optional[str]) -> Path:
+    """The config to start from: the given file, else the running kernel's."""
+    if path and path != "running":
+        p = Path(path)
+        if not p.is_file():
+            raise LabError(f"no config file at {p}")
+        return p
+    release = os.uname().release
+    boot = Path(f"/boot/config-{release}")
+    if boot.is_file():
+        return boot
+    proc = Path("/proc/config.gz")
+    if proc.is_file():
+        import gzip
+        out = work_dir() / "host-config" / f"config-{release}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(gzip.decompress(proc.read_bytes()))
+        return out
+    raise LabError(f"neither /boot/config-{release} nor /proc/config.gz: pass "
+                   "--host-config FILE")
+
+
+def host_config_edits(variant: str) -> List[str]:
+    """scripts/config arguments applied to the host config (pure)."""
+    return ["--set-str", "LOCALVERSION", f"-schedlab-{variant}",
+            "--disable", "LOCALVERSION_AUTO",
+            # Distribution configs point at key files that are not in a plain tree.
+            "--set-str", "SYSTEM_TRUSTED_KEYS", "",
+            "--set-str", "SYSTEM_REVOCATION_KEYS", "",
+            "--set-str", "BUILD_SALT", ""]
+
+
+def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
+               localmodconfig: bool = False, package: Optional[bool] = None,
+               configure_only: bool = False) -> Path:
+    """An installable kernel for this machine: the host's config, LOCALVERSION
+    -schedlab-VARIANT, the measurement series applied by the caller's commit;
+    Debian packages (bindeb-pkg) where dpkg exists, else a plain build."""
+    arch = native_arch()
+    bdir = build_dir_for(tree, variant, "host", arch)
+    log = log_dir() / f"build-{tree.key}-{variant}-host-{arch.name}.log"
+    log.write_text("")
+    if package is None:
+        package = shutil.which("dpkg-deb") is not None
+    with tree.locked(f"build {variant}/host"):
+        tree.checkout(commit)
+        bdir.mkdir(parents=True, exist_ok=True)
+        say(f"  tree {tree.path} at {commit[:12]} ({variant}), host config {config_src}, "
+            f"build folder {bdir}\n  full log: {log}")
+        merge_dir = bdir / ".schedlab"
+        merge_dir.mkdir(exist_ok=True)
+        env = dict(os.environ, ARCH=arch.karch)
+        proc = subprocess.run([str(tree.path / "scripts/kconfig/merge_config.sh"), "-m", "-O",
+                               str(merge_dir), str(config_src), str(CONFIG_DIR / "host.config")],
+                              cwd=tree.path, env=env, capture_output=True, text=True)
+        with open(log, "a") as f:
+            f.write(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise LabError(f"merge_config.sh failed (log: {log})")
+        shutil.copy(merge_dir / ".config", bdir / ".config")
+        subprocess.run([str(tree.path / "scripts/config"), "--file", str(bdir / ".config"),
+                        *host_config_edits(variant)], check=True)
+        base = make_args(arch, bdir)
+        if localmodconfig:
+            lsmod = merge_dir / "lsmod.txt"
+            lsmod.write_text(subprocess.run(["lsmod"], capture_output=True,
+                                            text=True).stdout)
+            run_make(base + [f"LSMOD={lsmod}", "localmodconfig"], tree.path, log,
+                     "localmodconfig", quiet=True)
+        run_make(base + ["olddefconfig"], tree.path, log, "configure", quiet=True)
+        release = run_make_output(base + ["-s", "kernelrelease"], tree.path)
+        say(f"  configured {release}")
+        if configure_only:
+            return bdir
+        target = ["bindeb-pkg"] if package else []
+        took = run_make(base + target, tree.path, log, f"build {variant}/host")
+    if package:
+        debs = sorted(bdir.parent.glob(f"linux-image-{release}_*.deb"))
+        say(f"  built {release} in {fmt_secs(took)}; install with: sudo dpkg -i "
+            + " ".join(str(d) for d in debs or [bdir.parent / "linux-image-*.deb"]))
+    else:
+        say(f"  built {release} in {fmt_secs(took)}; install with: sudo make O={bdir} "
+            "modules_install install (from the tree)")
+    return bdir
+
+
+def run_make_output(cmd: List[str], tree: Path) -> str:
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
+    return proc.stdout.strip()

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import signal
 import sys
@@ -118,6 +119,15 @@ def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
 
 def cmd_build(args) -> int:
     tree = _tree(args)
+    if args.host_config:
+        # An installable kernel for this machine, always with the measurement series.
+        commit = series.ensure_variant(tree, args.variant, True)
+        buildmod.build_host(tree, args.variant, commit,
+                            buildmod.host_config_source(args.host_config),
+                            localmodconfig=args.localmodconfig,
+                            package=False if args.no_deb else None,
+                            configure_only=args.configure_only)
+        return 0
     _built(args, tree)
     return 0
 
@@ -189,25 +199,51 @@ def cmd_kunit(args) -> int:
     return 0 if run_kunit_on(args, tree, result.image, args.topology, online) else 1
 
 
-def cmd_measure(args) -> int:
-    if not args.vm:
-        raise LabError("measure: only --vm is implemented so far")
+def _measure_plan(args):
+    plan = measuremod.plan_workloads(args.plan, args.schbench)
+    probes = measuremod.probe_names(args.probe)
+    return plan, probes
+
+
+def _check_tools(plan, probes, latency_tool: str) -> None:
+    missing = measuremod.missing_tools(plan, probes, latency_tool)
+    if missing:
+        raise LabError("missing tool(s) the plan needs: " + ", ".join(missing)
+                       + "; './schedlab setup' installs them")
+
+
+def measure_in_vm(args, tree: source.Tree, variant: str, label: str, plan, probes,
+                  key: str = "", result: Optional[buildmod.BuildResult] = None) -> List[dict]:
     topo = topomod.parse_topology(args.topology)
-    plan = args.plan.split(",") if args.plan else list(measuremod.DEFAULT_PLAN)
-    for name in plan:
-        measuremod.workload(name)
-    tree = _tree(args)
-    args.config, args.measure = "probe", True
-    result = _built(args, tree)
-    setting = {"topology": topo.spec(), "config": "probe", "arch": args.arch or "x86_64",
-               "probe_tool": measuremod.PROBE_TOOL, "variant": args.variant,
-               "kernel_tree": tree.description}
-    runs = measuremod.measure_vm(args.label, result.image, topo, plan, args.runs, args.seconds,
-                                 setting, args.timeout)
-    bad = [r for r in runs if not r["complete"]]
-    say(f"  results in {measuremod.results_dir(args.label)}: {len(runs) - len(bad)} complete, "
-        f"{len(bad)} incomplete")
-    return 1 if bad else 0
+    args.config, args.measure, args.variant = "probe", True, variant
+    result = result or _built(args, tree)
+    setting = {"topology": topo.spec(), "config": "probe+measure",
+               "arch": args.arch or "x86_64", "variant": variant,
+               "kernel_tree": tree.description, "commit": result.commit,
+               "seconds": args.seconds}
+    return measuremod.measure_vm(label, result.image, topo, plan, args.runs, args.seconds,
+                                 setting, args.timeout, probes, args.attach, args.latency_tool,
+                                 online=args.online, key=key)
+
+
+def cmd_measure(args) -> int:
+    plan, probes = _measure_plan(args)
+    if args.vm and args.host:
+        raise LabError("measure: --vm or --host, not both")
+    _check_tools(plan, probes, args.latency_tool)
+    if args.host:
+        import platform
+        conf = measuremod.running_config()
+        setting = {"topology": measuremod.host_topology(),
+                   "config": measuremod.host_config_key(conf) if conf else "host-config:?",
+                   "arch": platform.machine(), "variant": args.variant or "host",
+                   "seconds": args.seconds}
+        runs = measuremod.measure_host(args.label, plan, args.runs, args.seconds, setting,
+                                       args.timeout, probes, args.attach, args.latency_tool)
+    else:
+        runs = measure_in_vm(args, _tree(args), args.variant or "patched", args.label, plan,
+                             probes)
+    return 1 if any(not r["complete"] for r in runs) else 0
 
 
 def _results(name: str) -> Path:
@@ -215,13 +251,84 @@ def _results(name: str) -> Path:
     return p if p.is_dir() else measuremod.results_dir(name)
 
 
-def cmd_compare(args) -> int:
-    a, b = comparemod.load_runs(_results(args.a)), comparemod.load_runs(_results(args.b))
+def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path]) -> str:
+    a, b = comparemod.load_runs(a_dir), comparemod.load_runs(b_dir)
     comparemod.check_comparable(a, b)
     rs = comparemod.rows(a, b)
     if not rs:
         raise LabError("no metric has complete runs on both sides")
-    say(comparemod.table(rs, Path(args.a).name, Path(args.b).name, markdown=args.markdown))
+    text = comparemod.table(rs, a_dir.name, b_dir.name, markdown=markdown)
+    if plots:
+        from . import plots as plotmod
+        files = plotmod.write_plots(a, b, rs, a_dir.name, b_dir.name, plots)
+        text += "\nplots:\n" + "\n".join(f"  {f}" for f in files)
+    return text
+
+
+def cmd_compare(args) -> int:
+    a_dir, b_dir = _results(args.a), _results(args.b)
+    plots = args.plots
+    if plots is None and not args.no_plots:
+        plots = b_dir.parent / f"{a_dir.name}-vs-{b_dir.name}-plots"
+    say(compare_and_plot(a_dir, b_dir, args.markdown, plots))
+    return 0
+
+
+def _reusable(label: str, key: str, plan, runs: int) -> bool:
+    """Results of the same plan on the same builds, every run complete."""
+    folder = measuremod.results_dir(label)
+    try:
+        meta = json.loads((folder / "plan.json").read_text())
+        done = comparemod.load_runs(folder)
+    except (OSError, ValueError, LabError):
+        return False
+    return (meta.get("key") == key and meta.get("plan") == [w.name for w in plan]
+            and meta.get("runs") == runs and len(done) == len(plan) * runs
+            and all(r.get("complete") for r in done))
+
+
+def cmd_ab(args) -> int:
+    """Base vs patched in the VM: builds, the plan on both, the table and plots."""
+    st = Stages()
+    plan, probes = _measure_plan(args)
+    _check_tools(plan, probes, args.latency_tool)
+    prefix = args.label or f"ab-{args.topology}"
+    labels = {v: f"{prefix}-{v}" for v in ("base", "patched")}
+    try:
+        with st.stage("fetch"):
+            tree = _tree(args)
+            say(f"  base: {tree.description}")
+        built = {}
+        for variant in ("base", "patched"):
+            with st.stage(f"build {variant} (probe config + measurement series)"):
+                args.config, args.measure, args.variant = "probe", True, variant
+                built[variant] = _built(args, tree)
+        for variant in ("base", "patched"):
+            key = json.dumps([built[variant].commit, built[variant].release, args.topology,
+                              args.seconds, probes, args.attach, args.latency_tool,
+                              args.online], sort_keys=True)
+            label = labels[variant]
+            with st.stage(f"measure {variant} on {args.topology}"):
+                if _reusable(label, key, plan, args.runs) and not args.fresh:
+                    say(f"  results/{label} already holds this plan on this build: reused "
+                        "(--fresh measures again)")
+                    continue
+                measure_in_vm(args, tree, variant, label, plan, probes, key=key,
+                              result=built[variant])
+        with st.stage("compare"):
+            out = measuremod.results_dir(prefix)
+            text = compare_and_plot(measuremod.results_dir(labels["base"]),
+                                    measuremod.results_dir(labels["patched"]), False,
+                                    out / "plots")
+            md = compare_and_plot(measuremod.results_dir(labels["base"]),
+                                  measuremod.results_dir(labels["patched"]), True, None)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "compare.txt").write_text(text + "\n")
+            (out / "compare.md").write_text(md + "\n")
+            say(text)
+            say(f"  table also in {out / 'compare.txt'} and {out / 'compare.md'}")
+    finally:
+        say(st.summary())
     return 0
 
 
@@ -342,6 +449,16 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
     s.set_defaults(func=cmd_series)
     s = sub.add_parser("build", parents=[common, buildopts], help="build a kernel")
+    s.add_argument("--host-config", nargs="?", const="running", metavar="FILE",
+                   help="an installable kernel for this machine from its own config "
+                        "(default /boot/config-$(uname -r) or /proc/config.gz), "
+                        "LOCALVERSION -schedlab-VARIANT, measurement series applied")
+    s.add_argument("--localmodconfig", action="store_true",
+                   help="with --host-config: only the modules loaded now (faster)")
+    s.add_argument("--no-deb", action="store_true",
+                   help="with --host-config: plain build instead of bindeb-pkg")
+    s.add_argument("--configure-only", action="store_true",
+                   help="with --host-config: write the .config and stop")
     s.set_defaults(func=cmd_build)
     s = sub.add_parser("vm", parents=[common, buildopts, vmopts],
                        help="boot on a topology and run a command: vm --topology smt8 -- nproc")
@@ -356,24 +473,48 @@ def make_parser() -> argparse.ArgumentParser:
                         "compares a fixture with the live domains")
     s.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. 'sched_fair_lb.swb*'")
     s.set_defaults(func=cmd_kunit)
-    s = sub.add_parser("measure", parents=[common, vmopts],
+    measopts = argparse.ArgumentParser(add_help=False)
+    measopts.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
+    measopts.add_argument("--plan", help="comma-separated workloads (default "
+                          + ",".join(measuremod.DEFAULT_PLAN) + "): "
+                          + ", ".join(measuremod.WORKLOADS) + ", schbench")
+    measopts.add_argument("--probe", help="comma-separated probes (default all): "
+                          + ", ".join(measuremod.PROBES))
+    measopts.add_argument("--attach", default="auto", choices=measuremod.ATTACH_METHODS,
+                          help="bpftrace attach method (auto: kfunc with BTF, else kprobe)")
+    measopts.add_argument("--latency-tool", default="auto", choices=measuremod.LATENCY_TOOLS,
+                          help="funclatency tool (auto: bcc, else libbpf-tools, else bpftrace)")
+    measopts.add_argument("--schbench", type=Path, metavar="PATH",
+                          help="your schbench binary (for the schbench workload)")
+    measopts.add_argument("--runs", type=int, default=3)
+    measopts.add_argument("--seconds", type=int, default=10,
+                          help="duration of timed workloads")
+    measopts.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    s = sub.add_parser("measure", parents=[common, vmopts, measopts],
                        help="run a measurement plan, results in results/LABEL/")
     s.add_argument("--label", required=True)
-    s.add_argument("--vm", action="store_true", help="in the lab VM (the default way)")
-    s.add_argument("--variant", default="patched", choices=["base", "patched"])
-    s.add_argument("--topology", "-t", default="smt4")
-    s.add_argument("--plan", help="comma-separated workloads: "
-                                  + ", ".join(measuremod.WORKLOADS))
-    s.add_argument("--runs", type=int, default=3)
-    s.add_argument("--seconds", type=int, default=10, help="duration of timed workloads")
-    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    s.add_argument("--vm", action="store_true", help="in the lab VM (the default)")
+    s.add_argument("--host", action="store_true",
+                   help="on this machine, booted into the kernel to measure (needs root)")
+    s.add_argument("--variant", default=None, choices=["base", "patched"],
+                   help="with --vm: which build (default patched); with --host: a label "
+                        "kept with the results")
     s.add_argument("--no-build", action="store_true")
     s.set_defaults(func=cmd_measure)
     s = sub.add_parser("compare", help="compare two result sets: compare base patched")
     s.add_argument("a")
     s.add_argument("b")
     s.add_argument("--markdown", action="store_true")
+    s.add_argument("--plots", type=Path, metavar="DIR",
+                   help="where the PNG plots go (default results/A-vs-B-plots)")
+    s.add_argument("--no-plots", action="store_true")
     s.set_defaults(func=cmd_compare)
+    s = sub.add_parser("ab", parents=[common, vmopts, measopts],
+                       help="base vs patched in the VM: build both, run the plan, compare")
+    s.add_argument("--label", help="results prefix (default ab-TOPOLOGY)")
+    s.add_argument("--fresh", action="store_true", help="measure again even when results "
+                                                         "of the same plan and builds exist")
+    s.set_defaults(func=cmd_ab)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")
     s.add_argument("--topology", "-t", action="append", default=None)

@@ -15,7 +15,7 @@ from . import stats
 from .util import LabError
 
 # What must be equal for two result sets to be compared.
-COMPARABLE = ("topology", "config", "probe_tool", "arch")
+COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arch", "seconds")
 
 
 def load_runs(folder: Path) -> List[dict]:

@@ -46,6 +46,7 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     "libbpf-tools": "libbpf-tools funclatency",
     "bpfcc-tools": "bcc funclatency",
     "linux-perf": "perf bench sched",
+    "python3-matplotlib": "the PNG plots of compare and ab",
 }
 
 # PyPI packages installed into the project venv (work/venv).

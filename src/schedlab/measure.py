@@ -1,202 +1,716 @@
-"""Measurement runs in the lab VM: workloads with probes, one JSON per run.
+"""Measurement runs, in the lab VM or on the machine itself: one JSON per run.
 
-One boot runs the whole plan: for every run the guest snapshots
-/proc/schedstat and /proc/stat, starts the probe (bpftrace, kprobes, so it
-works without BTF too), runs the workload, stops the probe and snapshots
-again, writing raw outputs into a folder shared read-write with the host.
-The host parses them (parsers.py) into results/LABEL/run-WORKLOAD-N.json.
+One guest script runs a whole plan (one boot in the VM, one process group on
+the host).  For every run it snapshots /proc/schedstat and /proc/stat,
+starts the probes, runs the workload under a time limit, stops the probes and
+snapshots again, writing raw outputs into one folder per run (shared
+read-write with the host when in the VM).  The host parses them
+(parsers.py) into results/LABEL/run-WORKLOAD-N.json.
+
 Counts (should_we_balance() calls, idle_cpu() probes made inside it,
-sched_balance_rq() calls, balance attempts by domain and idle type) come
-first: they survive TCG's distortion; times are reported beside them.
+sched_balance_rq() calls by idle type, migrations, balance attempts by
+domain and idle type from schedstat) come first: they survive TCG's
+distortion.  Times are reported beside them.
+
+Probe tools: the counts always come from one bpftrace script, attached with
+fentry (bpftrace 'kfunc') when the kernel has BTF, else with kprobes; the
+latency histogram of should_we_balance() comes from bcc funclatency where it
+works on the kernel at hand, else libbpf-tools funclatency, else the
+bpftrace script's own histogram.  The guest tries them in that order and
+writes down which it used and why; a comparison refuses to mix them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
+import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence
 
 from . import parsers
 from . import topology as topomod
 from . import vm
-from .util import LabError, REPO, say, work_dir
+from .util import LabError, REPO, fmt_secs, kill_group, say, work_dir
 
-PROBE_TOOL = "bpftrace"
+# ------------------------------------------------------------------ probes
 
-# Counts inside should_we_balance() (noinline in the measurement series),
-# kprobe form for bpftrace 0.17.
-BPFTRACE_SWB = r"""
-kprobe:should_we_balance { @swb_calls = count(); @in[tid] = 1; @t0[tid] = nsecs; }
-kretprobe:should_we_balance /@t0[tid]/ {
-  @swb_ns = avg(nsecs - @t0[tid]); delete(@t0[tid]); delete(@in[tid]);
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    what: str
+    functions: tuple      # must be in /proc/kallsyms (out of line)
+
+
+PROBES: Dict[str, Probe] = {
+    "swb": Probe("swb", "should_we_balance(): calls, the idle_cpu() probes made inside it, "
+                        "time", ("should_we_balance", "idle_cpu")),
+    "lb": Probe("lb", "sched_balance_rq(): calls and time by idle type (busy, idle, newidle)",
+                ("sched_balance_rq",)),
+    "migrate": Probe("migrate", "sched:sched_migrate_task events", ()),
+    "latency": Probe("latency", "funclatency histogram of should_we_balance() (bcc, else "
+                                "libbpf-tools, else bpftrace)", ("should_we_balance",)),
 }
-kprobe:idle_cpu /@in[tid]/ { @swb_idle_probes = count(); }
-kprobe:sched_balance_rq { @lb_calls = count(); }
-END { clear(@in); clear(@t0); }
-"""
+DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
+ATTACH_METHODS = ("auto", "kfunc", "kprobe")
+LATENCY_TOOLS = ("auto", "bcc", "libbpf", "bpftrace")
+LATENCY_FUNCTION = "should_we_balance"
+# The Debian package of each guest tool, for "missing tool" messages.
+TOOL_PACKAGES = {"bpftrace": "bpftrace", "stress-ng": "stress-ng", "hackbench": "rt-tests",
+                 "perf": "linux-perf", "dbench": "dbench", "tbench": "dbench",
+                 "tbench_srv": "dbench", "funclatency-bpfcc": "bpfcc-tools",
+                 "funclatency": "libbpf-tools"}
 
-PROBED_FUNCTIONS = ("should_we_balance", "idle_cpu", "sched_balance_rq")
+
+def probe_names(text: Optional[str]) -> List[str]:
+    names = text.split(",") if text else list(DEFAULT_PROBES)
+    for n in names:
+        if n not in PROBES:
+            raise LabError(f"unknown probe {n!r}; known: "
+                           + "; ".join(f"{p.name} ({p.what})" for p in PROBES.values()))
+    return names
+
+
+def bpftrace_script(probe: str, attach: str) -> str:
+    """The bpftrace lines of one probe for one attach method ('kfunc' or 'kprobe').
+
+    Keyed by CPU, not by thread: should_we_balance() and sched_balance_rq()
+    run with preemption off, mostly in softirq context where tid is whoever
+    was interrupted.  Calls are counted at entry, so the counts are exact; a
+    time is taken only when entry and exit pair up on one CPU (a softirq
+    balance nested in a newly-idle one drops the outer time, not a count).
+    """
+    entry, exit_ = ("kfunc", "kretfunc") if attach == "kfunc" else ("kprobe", "kretprobe")
+    idle = "args->idle" if attach == "kfunc" else "arg3"
+    if probe == "swb":
+        return "\n".join([
+            f"{entry}:should_we_balance {{ @swb_calls = count(); @swb_in[cpu] = 1; "
+            "@swb_t0[cpu] = nsecs; }",
+            f"{exit_}:should_we_balance /@swb_t0[cpu]/ {{ $d = nsecs - @swb_t0[cpu]; "
+            "@swb_ns_sum = sum($d); @swb_ns = hist($d); delete(@swb_t0[cpu]); "
+            "delete(@swb_in[cpu]); }",
+            f"{entry}:idle_cpu /@swb_in[cpu]/ {{ @swb_idle_probes = count(); }}",
+        ])
+    if probe == "lb":
+        return "\n".join([
+            f"{entry}:sched_balance_rq {{ @lb_calls[{idle}] = count(); "
+            f"@lb_t0[cpu] = nsecs; @lb_type[cpu] = {idle}; }}",
+            f"{exit_}:sched_balance_rq /@lb_t0[cpu]/ {{ "
+            "@lb_ns_sum[@lb_type[cpu]] = sum(nsecs - @lb_t0[cpu]); delete(@lb_t0[cpu]); }",
+        ])
+    if probe == "migrate":
+        return "tracepoint:sched:sched_migrate_task { @migrations = count(); }"
+    return ""
+
+
+# ------------------------------------------------------------------ workloads
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    command: str        # shell, may use $NCPU (CPUs online) and $SECS
+    command: str        # bash; may use $NCPU (CPUs online), $SECS, $G (groups), $CG
     parser: str
+    tools: tuple        # binaries it needs
+    what: str
+    timed: bool = True  # runs for $SECS (else a fixed amount of work)
 
 
-WORKLOADS: Dict[str, Workload] = {
-    "stress-100": Workload("stress-100",
-                           "stress-ng --cpu $NCPU --cpu-load 100 --timeout ${SECS}s "
-                           "--metrics-brief", "stress_ng"),
-    "stress-50": Workload("stress-50",
-                          "stress-ng --cpu $NCPU --cpu-load 50 --timeout ${SECS}s "
-                          "--metrics-brief", "stress_ng"),
-    "stress-25": Workload("stress-25",
-                          "stress-ng --cpu $NCPU --cpu-load 25 --timeout ${SECS}s "
-                          "--metrics-brief", "stress_ng"),
-    "hackbench-process": Workload("hackbench-process",
-                                  "hackbench -g $((NCPU > 2 ? NCPU / 2 : 1)) -l 200",
-                                  "hackbench"),
-    "hackbench-pipe": Workload("hackbench-pipe",
-                               "hackbench -p -g $((NCPU > 2 ? NCPU / 2 : 1)) -l 200",
-                               "hackbench"),
-    "perf-messaging": Workload("perf-messaging",
-                               "perf bench sched messaging -g $((NCPU > 2 ? NCPU / 2 : 1)) "
-                               "-l 100", "perf_bench_sched"),
-    "perf-pipe": Workload("perf-pipe", "perf bench sched pipe -l 20000", "perf_bench_sched"),
-    "dbench": Workload("dbench", "dbench -t $SECS $NCPU", "dbench"),
-}
+# Groups for the messaging benchmarks: one per four CPUs (20 senders and 20
+# receivers each), so the task count follows the topology.
+_G = "G=$(( NCPU >= 8 ? NCPU / 4 : 2 ))"
 
+# Nested-cgroup ping-pong (cgroup v2) for the task-group-idle study: the same
+# two-task pipe ping-pong in a group at depth 1 or depth 2, while sibling
+# groups at the same depth keep half the CPUs busy.
+_CGROUP_PP = (
+    "CGR=/sys/fs/cgroup; mountpoint -q $CGR || mount -t cgroup2 none $CGR; "
+    "echo +cpu > $CGR/cgroup.subtree_control; "
+    "P=$CGR/schedlab; [ {depth} = 2 ] && P=$CGR/schedlab/top; mkdir -p $P; "
+    "[ {depth} = 2 ] && echo +cpu > $CGR/schedlab/cgroup.subtree_control; "
+    "echo +cpu > $P/cgroup.subtree_control; mkdir -p $P/pp $P/busy1 $P/busy2; "
+    "for b in busy1 busy2; do (echo $BASHPID > $P/$b/cgroup.procs; "
+    "exec stress-ng --cpu $(( NCPU > 3 ? NCPU / 4 : 1 )) --timeout $(( SECS * 10 ))s "
+    ">/dev/null 2>&1) & done; sleep 1; "
+    "(echo $BASHPID > $P/pp/cgroup.procs; exec perf bench sched pipe -l 20000); rc=$?; "
+    "pkill -INT -f 'stress-ng --cpu'; wait; exit $rc"
+)
+
+WORKLOADS: Dict[str, Workload] = {}
+
+
+def _add(w: Workload) -> None:
+    WORKLOADS[w.name] = w
+
+
+for _load in (100, 90, 50, 25):
+    _add(Workload(f"stress-{_load}",
+                  f"stress-ng --cpu $NCPU --cpu-load {_load} --timeout ${{SECS}}s "
+                  "--metrics-brief", "stress_ng", ("stress-ng",),
+                  f"stress-ng, one CPU worker per online CPU at {_load}% load (seed 000)"))
+_add(Workload("hackbench-process", f"{_G}; hackbench -g $G -l 50", "hackbench",
+              ("hackbench",), "rt-tests hackbench, processes over sockets, 1 group per 4 CPUs",
+              timed=False))
+_add(Workload("hackbench-pipe", f"{_G}; hackbench -p -T -g $G -l 50", "hackbench",
+              ("hackbench",), "rt-tests hackbench, threads over pipes, 1 group per 4 CPUs",
+              timed=False))
+_add(Workload("perf-messaging", f"{_G}; perf bench sched messaging -g $G -l 50",
+              "perf_bench_sched", ("perf",),
+              "perf bench sched messaging (the in-tree hackbench), 1 group per 4 CPUs",
+              timed=False))
+_add(Workload("perf-pipe", "perf bench sched pipe -l 20000", "perf_bench_sched", ("perf",),
+              "perf bench sched pipe, 20000 round trips between two tasks", timed=False))
+_add(Workload("dbench", "cd /tmp && dbench -t $SECS $NCPU", "dbench", ("dbench",),
+              "dbench on /tmp, one client per online CPU"))
+_add(Workload("tbench", "tbench_srv >/dev/null 2>&1 & SRV=$!; sleep 2; "
+              "tbench -t $SECS $NCPU 127.0.0.1; rc=$?; kill $SRV; exit $rc", "dbench",
+              ("tbench", "tbench_srv"), "tbench over loopback, one client per online CPU"))
+for _d in (1, 2):
+    _add(Workload(f"cgroup-pingpong-d{_d}", _CGROUP_PP.format(depth=_d), "perf_bench_sched",
+                  ("perf", "stress-ng"),
+                  f"pipe ping-pong in a cgroup v2 group at depth {_d}, sibling groups busy "
+                  "(task-group-idle study)", timed=False))
+
+SCHBENCH = "schbench"
 DEFAULT_PLAN = ["stress-100", "stress-50", "hackbench-process"]
 
 
-def workload(name: str) -> Workload:
+def schbench_workload(binary: Path) -> Workload:
+    return Workload(SCHBENCH, f"{shlex.quote(str(binary))} -m 2 -t $(( NCPU / 2 > 0 ? "
+                    "NCPU / 2 : 1 )) -r $SECS", "schbench", (str(binary),),
+                    "schbench (your binary), 2 message threads, NCPU/2 workers each")
+
+
+def workload(name: str, schbench: Optional[Path] = None) -> Workload:
+    if name == SCHBENCH:
+        if not schbench:
+            raise LabError("the schbench workload needs your binary: --schbench PATH "
+                           "(schbench is not packaged by Debian)")
+        return schbench_workload(schbench)
     if name not in WORKLOADS:
-        raise LabError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+        raise LabError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}, "
+                       f"{SCHBENCH} (with --schbench PATH)")
     return WORKLOADS[name]
 
 
-def guest_script(plan: List[str], runs: int, secs: int) -> str:
-    """The bash script the guest runs for a whole plan (pure)."""
+def plan_workloads(text: Optional[str], schbench: Optional[Path] = None) -> List[Workload]:
+    names = text.split(",") if text else list(DEFAULT_PLAN)
+    return [workload(n, schbench) for n in names]
+
+
+def missing_tools(plan: Sequence[Workload], probes: Sequence[str],
+                  latency_tool: str = "auto") -> List[str]:
+    """Tools the plan needs that this machine lacks, with the package for each."""
+    need = {"bpftrace"}
+    for w in plan:
+        need.update(w.tools)
+    if "latency" in probes and latency_tool == "bcc":
+        need.add("funclatency-bpfcc")
+    if "latency" in probes and latency_tool == "libbpf":
+        need.add("funclatency")
+    out = []
+    for tool in sorted(need):
+        found = Path(tool).is_file() if "/" in tool else (
+            shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin"))
+        if not found:
+            pkg = TOOL_PACKAGES.get(tool)
+            out.append(f"{tool} (Debian package {pkg})" if pkg else tool)
+    return out
+
+
+# ------------------------------------------------------------------ guest script
+
+RUN_MARK = "@@schedlab-run"
+
+
+def guest_script(plan: Sequence[Workload], runs: int, secs: int,
+                 probes: Sequence[str] = tuple(DEFAULT_PROBES), attach: str = "auto",
+                 latency_tool: str = "auto", limit: Optional[int] = None) -> str:
+    """The bash script that runs a whole plan (pure).  Argument: the output folder.
+
+    It cleans up after itself on exit, interrupt and termination: probes
+    and workloads are stopped, cgroups removed, schedstats restored.
+    """
+    limit = limit or max(120, 6 * secs)
+    names = [w.name for w in plan]
+    if len(set(names)) != len(names):
+        raise LabError(f"a workload appears twice in the plan: {', '.join(names)}")
+    files = []
+    for p in probes:
+        for method in ("kfunc", "kprobe"):
+            text = bpftrace_script(p, method)
+            if text:
+                files.append(f"cat > $PD/{p}.{method}.bt <<'SCHEDLAB_EOF'\n{text}\n"
+                             "SCHEDLAB_EOF")
+    required = {p: " ".join(PROBES[p].functions) for p in probes}
     lines = [
         "set -u",
         'OUT="$1"',
+        "PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX); MOUNTED=",
+        "OLD_SCHEDSTATS=$(sysctl -n kernel.sched_schedstats 2>/dev/null || echo 0)",
+        "cleanup() {",
+        "  trap - EXIT INT TERM",
+        "  kill -INT $(jobs -p) 2>/dev/null; sleep 1; kill -KILL $(jobs -p) 2>/dev/null",
+        "  wait 2>/dev/null",
+        "  pkill -KILL -f 'stress-ng --cpu' 2>/dev/null",
+        "  for d in /sys/fs/cgroup/schedlab/top/* /sys/fs/cgroup/schedlab/top "
+        "/sys/fs/cgroup/schedlab/*; do [ -d $d ] && rmdir $d 2>/dev/null; done",
+        "  rmdir /sys/fs/cgroup/schedlab 2>/dev/null",
+        "  sysctl -q kernel.sched_schedstats=$OLD_SCHEDSTATS 2>/dev/null",
+        '  [ -n "$MOUNTED" ] && umount /sys/kernel/tracing',
+        "  rm -rf $PD",
+        "}",
+        "trap cleanup EXIT",
+        "trap 'echo interrupted > \"$OUT/interrupted.txt\"; exit 130' INT TERM",
         "cd /tmp",
         "NCPU=$(nproc)",
         f"SECS={secs}",
-        "sysctl -q kernel.sched_schedstats=1",
+        "export NCPU SECS",
+        "sysctl -q kernel.sched_schedstats=1 2>/dev/null",
+        # Tracepoints and kprobes need tracefs; mounted only if it is not, undone on exit.
+        "MOUNTED=; if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev "
+        "/sys/kernel/tracing 2>/dev/null; then MOUNTED=1; fi",
         'uname -r > "$OUT/uname.txt"',
-        '{ bpftrace --version; stress-ng --version; } > "$OUT/versions.txt" 2>&1',
-        f"for f in {' '.join(PROBED_FUNCTIONS)}; do",
-        '  grep -qw "$f" /proc/kallsyms && echo "$f" >> "$OUT/kallsyms.txt"',
-        "done",
-        f"cat > /tmp/probe.bt <<'SCHEDLAB_EOF'\n{BPFTRACE_SWB.strip()}\nSCHEDLAB_EOF",
+        '{ bpftrace --version; stress-ng --version; dpkg-query -W -f \'${Package} '
+        '${Version}\\n\' bpftrace bpfcc-tools libbpf-tools stress-ng rt-tests linux-perf '
+        'dbench; } > "$OUT/versions.txt" 2>&1',
+        'have() { grep -qE " $1$" /proc/kallsyms; }',
+        *files,
+        # Attach method: fentry needs BTF; the same method for every probe of the plan.
+        f"ATTACH={attach}",
+        'if [ "$ATTACH" = auto ]; then',
+        "  if [ -r /sys/kernel/btf/vmlinux ] && "
+        "bpftrace -l 'kfunc:vmlinux:sched_balance_rq' 2>/dev/null | grep -q .; then "
+        "ATTACH=kfunc; else ATTACH=kprobe; fi",
+        "fi",
+        'echo $ATTACH > "$OUT/attach.txt"',
+        ': > $PD/probe.bt; : > "$OUT/probes-missing.txt"; : > "$OUT/probes-used.txt"',
+        "try_bt() { timeout -k 5 150 bpftrace -e \"$(cat $1)\ninterval:s:1 { exit(); }\" "
+        "> $PD/try.txt 2>&1 && grep -q Attaching $PD/try.txt; }",
+        "CANDIDATES=",
     ]
-    for name in plan:
-        w = workload(name)
+    for p in probes:
+        funcs = required[p]
+        cond = " && ".join(f"have {f}" for f in funcs.split()) or "true"
+        lines += [
+            f"if {cond}; then CANDIDATES=\"$CANDIDATES {p}\"; else",
+            f"  for f in {funcs}; do have $f || echo \"{p}: $f is not in /proc/kallsyms "
+            "(inlined?)\" >> \"$OUT/probes-missing.txt\"; done",
+            "fi",
+        ]
+    lines += [
+        # One trial of all candidates; if it fails, one per probe, keeping those that work.
+        ": > $PD/all.bt; for p in $CANDIDATES; do [ -f $PD/$p.$ATTACH.bt ] && "
+        "cat $PD/$p.$ATTACH.bt >> $PD/all.bt; done",
+        'if [ ! -s $PD/all.bt ] || try_bt $PD/all.bt; then',
+        '  cp $PD/all.bt $PD/probe.bt; for p in $CANDIDATES; do echo $p >> "$OUT/probes-used.txt"; '
+        "done",
+        "else",
+        "  for p in $CANDIDATES; do",
+        "    if [ ! -f $PD/$p.$ATTACH.bt ] || try_bt $PD/$p.$ATTACH.bt; then",
+        "      [ -f $PD/$p.$ATTACH.bt ] && cat $PD/$p.$ATTACH.bt >> $PD/probe.bt",
+        '      echo $p >> "$OUT/probes-used.txt"',
+        "    else",
+        '      why=$(grep ERROR $PD/try.txt | grep -v RLIMIT | tail -1)',
+        '      echo "$p: bpftrace cannot attach it here: $why" >> "$OUT/probes-missing.txt"',
+        "    fi",
+        "  done",
+        "fi",
+        # bpftrace needs a program: a no-op that prints the Attaching line.
+        "[ -s $PD/probe.bt ] || echo 'interval:s:3600 { }' > $PD/probe.bt",
+        '[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent '
+        '(CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"',
+    ]
+    lines += [
+        # Latency tool: the first that works here, with the reasons for the others.
+        'LAT=none; : > "$OUT/latency-why.txt"',
+        'if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then',
+        f"  for t in {' '.join(LATENCY_TOOLS[1:]) if latency_tool == 'auto' else latency_tool}; do",
+        "    case $t in",
+        "      bcc) C=$(command -v funclatency-bpfcc) ;;",
+        "      libbpf) C=$(PATH=$PATH:/usr/sbin command -v funclatency) ;;",
+        "      bpftrace) C=bpftrace ;;",
+        "    esac",
+        '    if [ -z "$C" ]; then echo "$t: not installed" >> "$OUT/latency-why.txt"; continue; fi',
+        "    if [ $t = bpftrace ]; then",
+        f"      grep -q {LATENCY_FUNCTION} $PD/probe.bt || cat $PD/swb.$ATTACH.bt "
+        ">> $PD/probe.bt; LAT=bpftrace; break",
+        "    fi",
+        f"    timeout -k 5 180 $C -d 3 {LATENCY_FUNCTION} > $PD/try-$t.txt 2>&1",
+        "    if grep -q distribution $PD/try-$t.txt; then LAT=$t; "
+        'cp $PD/try-$t.txt "$OUT/latency-try-$t.txt"; break; fi',
+        '    echo "$t: failed: $(grep -v "^ *$" $PD/try-$t.txt | tail -3 | tr "\\n" " ")" '
+        '>> "$OUT/latency-why.txt"',
+        "  done",
+        "fi",
+        'echo $LAT > "$OUT/latency-tool.txt"',
+        'case $LAT in bcc) LATC=funclatency-bpfcc ;; libbpf) LATC=$(PATH=$PATH:/usr/sbin '
+        'command -v funclatency) ;; *) LATC= ;; esac',
+        # Wait until a tool prints its first line saying it is attached.
+        "wait_for() { for t in $(seq 240); do grep -qE \"$2\" \"$1\" && return 0; "
+        "kill -0 $3 2>/dev/null || return 1; sleep 0.5; done; return 1; }",
+    ]
+    total = len(plan) * runs
+    k = 0
+    for w in plan:
         for i in range(runs):
-            d = f'"$OUT/{name}-{i}"'
+            k += 1
+            d = f'"$OUT/{w.name}-{i}"'
             lines += [
                 f"mkdir -p {d}",
+                f"echo {RUN_MARK} {k}/{total} {w.name} {i}",
                 f"echo {shlex.quote(w.command)} > {d}/command.txt",
+                f"echo $ATTACH $LAT > {d}/tools.txt",
                 f"cat /proc/schedstat > {d}/schedstat-before.txt",
-                f"bpftrace /tmp/probe.bt > {d}/probe.txt 2>&1 & BPF=$!",
-                # Wait until the probes are attached (at most 60 s under TCG).
-                f"for t in $(seq 120); do grep -q Attaching {d}/probe.txt && break; "
-                "sleep 0.5; done; sleep 1",
+                f"bpftrace $PD/probe.bt > {d}/probe.txt 2>&1 & BPF=$!",
+                f"wait_for {d}/probe.txt Attaching $BPF || echo 'probe did not attach' "
+                f">> {d}/problems.txt",
+                f'if [ -n "$LATC" ]; then $LATC {LATENCY_FUNCTION} > {d}/latency.txt 2>&1 & '
+                f"LATP=$!; wait_for {d}/latency.txt Tracing $LATP || echo 'latency tool did "
+                f"not attach' >> {d}/problems.txt; fi",
+                "sleep 1",
                 f"head -1 /proc/stat > {d}/stat-before.txt",
-                f"S=$(date +%s.%N); ({w.command}) > {d}/workload.txt 2>&1; "
-                f"echo $? > {d}/status.txt",
+                f"S=$(date +%s.%N); (timeout -k 10 {limit} bash -c {shlex.quote(w.command)}) "
+                f"> {d}/workload.txt 2>&1; echo $? > {d}/status.txt",
                 f"echo $(date +%s.%N) $S | awk '{{print $1 - $2}}' > {d}/seconds.txt",
                 f"head -1 /proc/stat > {d}/stat-after.txt",
                 "kill -INT $BPF; wait $BPF",
+                'if [ -n "$LATC" ]; then kill -INT $LATP; wait $LATP; fi',
                 f"cat /proc/schedstat > {d}/schedstat-after.txt",
             ]
-    lines.append("sysctl -q kernel.sched_schedstats=0")
     return "\n".join(lines) + "\n"
 
 
-def parse_run(d: Path, w: Workload) -> dict:
-    """Metrics of one run folder; 'complete' false with the reason when not."""
-    def read(name: str) -> str:
-        p = d / name
-        return p.read_text(errors="replace") if p.is_file() else ""
+# ------------------------------------------------------------------ parsing
+
+PROBE_METRICS = (
+    # map, metric name, unit, probe
+    ("swb_calls", "should_we_balance calls", "calls", "swb"),
+    ("swb_idle_probes", "idle_cpu probes in should_we_balance", "probes", "swb"),
+    ("lb_calls[0]", "sched_balance_rq busy calls", "calls", "lb"),
+    ("lb_calls[1]", "sched_balance_rq idle calls", "calls", "lb"),
+    ("lb_calls[2]", "sched_balance_rq newidle calls", "calls", "lb"),
+    ("migrations", "migrations", "events", "migrate"),
+)
+
+
+def _read(d: Path, name: str) -> str:
+    p = d / name
+    return p.read_text(errors="replace") if p.is_file() else ""
+
+
+def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_PROBES),
+              latency_tool: str = "bpftrace", schedstat: bool = True) -> dict:
+    """Metrics of one run folder; 'complete' false with the reasons when not."""
     metrics: Dict[str, parsers.Metric] = {}
-    problems = []
-    if read("status.txt").strip() != "0":
-        problems.append(f"workload exited with status {read('status.txt').strip() or '?'}")
-    metrics.update(getattr(parsers, w.parser)(read("workload.txt")))
+    problems = [ln for ln in _read(d, "problems.txt").splitlines() if ln.strip()]
+    status = _read(d, "status.txt").strip()
+    if not d.is_dir() or not status:
+        problems.append("did not finish (interrupted, crashed or timed out)")
+    elif status == "124":
+        problems.append("workload hit its time limit")
+    elif status != "0":
+        problems.append(f"workload exited with status {status}")
+    work = getattr(parsers, w.parser)(_read(d, "workload.txt"))
+    if status == "0" and not work:
+        problems.append("no result in the workload's output")
+    metrics.update(work)
     try:
-        secs = float(read("seconds.txt").strip())
+        secs = float(_read(d, "seconds.txt").strip())
     except ValueError:
         secs = 0.0
-        problems.append("no duration")
-    maps = parsers.bpftrace_maps(read("probe.txt"))
-    for key, name, unit in (("swb_calls", "should_we_balance calls", "calls"),
-                            ("swb_idle_probes", "idle_cpu probes in should_we_balance",
-                             "probes"),
-                            ("lb_calls", "sched_balance_rq calls", "calls")):
-        if key not in maps:
-            maps[key] = 0.0   # bpftrace prints nothing for a map never written
-        metrics[name] = parsers.Metric(maps[key], unit, "count", False)
+    probe_out = _read(d, "probe.txt")
+    maps = parsers.bpftrace_maps(probe_out)
+    for key, name, unit, probe in PROBE_METRICS:
+        if probe not in probes_used:
+            continue
+        value = maps.get(key, 0.0)   # bpftrace prints nothing for a map never written
+        metrics[name] = parsers.Metric(value, unit, "count", False)
         if secs > 0:
-            metrics[name + " per s"] = parsers.Metric(maps[key] / secs, unit + "/s", "count",
+            metrics[name + " per s"] = parsers.Metric(value / secs, unit + "/s", "count",
                                                       False)
-    if "swb_ns" in maps:
-        metrics["should_we_balance mean time"] = parsers.Metric(maps["swb_ns"], "ns", "time",
-                                                                False)
-    if "Attaching" not in read("probe.txt"):
-        problems.append("the probe did not attach: " + read("probe.txt").strip()[:200])
+    if "swb" in probes_used and maps.get("swb_calls"):
+        metrics["idle_cpu probes per should_we_balance call"] = parsers.Metric(
+            maps.get("swb_idle_probes", 0.0) / maps["swb_calls"], "probes", "count", False)
+    if "lb" in probes_used:
+        for idx, itype in enumerate(parsers.IDLE_TYPES):
+            calls, total = maps.get(f"lb_calls[{idx}]"), maps.get(f"lb_ns_sum[{idx}]")
+            if total is not None:
+                metrics[f"sched_balance_rq {itype} total time"] = parsers.Metric(
+                    total, "ns", "time", False)
+                if calls:
+                    metrics[f"sched_balance_rq {itype} mean time"] = parsers.Metric(
+                        total / calls, "ns", "time", False)
+    histograms = {}
+    bt_hist = parsers.bpftrace_hist(probe_out).get("swb_ns")
+    if "swb" in probes_used and "swb_ns_sum" in maps and maps.get("swb_calls"):
+        count = sum(c for _, _, c in bt_hist) if bt_hist else 0
+        if count:
+            metrics["should_we_balance mean time (bpftrace)"] = parsers.Metric(
+                maps["swb_ns_sum"] / count, "ns", "time", False)
+    if "latency" in probes_used:
+        if latency_tool in ("bcc", "libbpf"):
+            lat = parsers.funclatency(_read(d, "latency.txt"))
+            if not lat.buckets:
+                problems.append(f"no histogram from {latency_tool} funclatency")
+            else:
+                histograms["should_we_balance"] = {"tool": latency_tool, "unit": lat.unit,
+                                                   "buckets": lat.buckets}
+                mean = lat.avg if lat.avg is not None else parsers.hist_mean(lat.buckets)
+                metrics["should_we_balance mean time (funclatency)"] = parsers.Metric(
+                    mean * parsers.UNIT_NS.get(lat.unit, 1), "ns", "time", False)
+        elif bt_hist:
+            histograms["should_we_balance"] = {"tool": "bpftrace", "unit": "nsecs",
+                                               "buckets": bt_hist}
+    if "Attaching" not in probe_out:
+        problems.append("the probe did not attach: " + probe_out.strip()[:200])
     try:
-        metrics.update(parsers.schedstat_delta(read("schedstat-before.txt"),
-                                               read("schedstat-after.txt")))
-        metrics.update(parsers.proc_stat_busy(read("stat-before.txt"), read("stat-after.txt")))
+        if schedstat:
+            metrics.update(parsers.schedstat_delta(_read(d, "schedstat-before.txt"),
+                                                   _read(d, "schedstat-after.txt")))
+        metrics.update(parsers.proc_stat_busy(_read(d, "stat-before.txt"),
+                                              _read(d, "stat-after.txt")))
     except ValueError as exc:
         problems.append(str(exc))
-    return {"complete": not problems, "problems": problems, "seconds": secs,
-            "command": read("command.txt").strip(),
+    return {"complete": not problems, "problems": sorted(set(problems)), "seconds": secs,
+            "command": _read(d, "command.txt").strip(),
             "metrics": {k: m.__dict__ for k, m in metrics.items()},
-            "raw": {"workload": read("workload.txt")[-4000:],
-                    "probe": read("probe.txt")[-4000:]}}
+            "histograms": histograms,
+            "raw": {"workload": _read(d, "workload.txt")[-4000:],
+                    "probe": probe_out[-4000:]}}
 
 
 def results_dir(label: str) -> Path:
     return REPO / "results" / label
 
 
-def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: List[str], runs: int,
-               secs: int, setting: dict, timeout: float) -> List[dict]:
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    tmp = work_dir() / "measure" / f"{label}-{stamp}"
-    tmp.mkdir(parents=True)
-    script = vm.guest_script(f"measure-{label}.sh", guest_script(plan, runs, secs))
-    say(f"  plan: {', '.join(plan)} x {runs} run(s), {secs}s each; raw outputs in {tmp}")
-    res = vm.boot(image, topo, f"bash {script} {tmp}", timeout=timeout, rwdirs=[tmp])
-    found = (tmp / "kallsyms.txt").read_text().split() if (tmp / "kallsyms.txt").is_file() \
-        else []
-    missing = [f for f in PROBED_FUNCTIONS if f not in found]
-    if missing:
-        raise LabError(f"{', '.join(missing)} not in /proc/kallsyms of the guest (inlined): "
-                       "build with the measurement series (--measure, patches/measure/), "
-                       "which keeps them out of line")
+@dataclass
+class GuestFacts:
+    release: str
+    attach: str
+    latency_tool: str
+    latency_why: List[str]
+    probes_used: List[str]
+    probes_missing: List[str]
+    versions: List[str]
+
+
+def guest_facts(tmp: Path) -> GuestFacts:
+    def lines(name: str) -> List[str]:
+        return [ln.strip() for ln in _read(tmp, name).splitlines() if ln.strip()]
+    return GuestFacts(_read(tmp, "uname.txt").strip(), _read(tmp, "attach.txt").strip(),
+                      _read(tmp, "latency-tool.txt").strip() or "none",
+                      lines("latency-why.txt"), lines("probes-used.txt"),
+                      lines("probes-missing.txt"), lines("versions.txt"))
+
+
+def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting: dict,
+            extra: dict) -> List[dict]:
+    """Parse every run folder (finished or not) into results/LABEL/."""
+    facts = guest_facts(tmp)
+    setting = dict(setting, release=facts.release,
+                   probe_tool=f"bpftrace/{facts.attach or '?'}",
+                   latency_tool=facts.latency_tool, probes=sorted(facts.probes_used))
     out_dir = results_dir(label)
     out_dir.mkdir(parents=True, exist_ok=True)
-    setting = dict(setting, release=(tmp / "uname.txt").read_text().strip()
-                   if (tmp / "uname.txt").is_file() else "")
-    versions = (tmp / "versions.txt").read_text() if (tmp / "versions.txt").is_file() else ""
+    for old in out_dir.glob("run-*.json"):
+        old.unlink()
     done = []
-    for name in plan:
+    for w in plan:
         for i in range(runs):
-            run = parse_run(tmp / f"{name}-{i}", workload(name))
-            run.update({"label": label, "workload": name, "run": i, "setting": setting,
-                        "tool_versions": versions.strip().splitlines(),
-                        "accel": res.accel, "vm_exit": res.returncode})
-            (out_dir / f"run-{name}-{i}.json").write_text(json.dumps(run, indent=1) + "\n")
+            run = parse_run(tmp / f"{w.name}-{i}", w, facts.probes_used, facts.latency_tool,
+                            schedstat=not any(m.startswith("schedstat:")
+                                              for m in facts.probes_missing))
+            run.update({"label": label, "workload": w.name, "workload_what": w.what,
+                        "run": i, "setting": setting, "tool_versions": facts.versions,
+                        "probes_missing": facts.probes_missing,
+                        "latency_why": facts.latency_why, "raw_dir": str(tmp), **extra})
+            (out_dir / f"run-{w.name}-{i}.json").write_text(json.dumps(run, indent=1) + "\n")
             done.append(run)
-            state = "ok" if run["complete"] else "INCOMPLETE: " + "; ".join(run["problems"])
-            say(f"  {name} #{i}: {state}")
+    (out_dir / "plan.json").write_text(json.dumps(
+        {"plan": [w.name for w in plan], "runs": runs, "setting": setting,
+         "key": extra.get("key", "")}, indent=1) + "\n")
+    return done
+
+
+def report(label: str, runs: List[dict]) -> None:
+    if not runs:
+        return
+    s, first = runs[0]["setting"], runs[0]
+    say(f"  probes: counts with {s['probe_tool']}, latency with {s['latency_tool']}"
+        + (f" ({'; '.join(first['latency_why'])})" if first["latency_why"] else ""))
+    for miss in first["probes_missing"]:
+        hint = (": build with the measurement series (build --measure, patches/measure/), "
+                "which keeps the probed functions out of line") if "kallsyms" in miss else ""
+        say(f"  NOTE: not measured: {miss}{hint}")
+    for r in runs:
+        state = "ok" if r["complete"] else "INCOMPLETE: " + "; ".join(r["problems"])
+        say(f"  {r['workload']} #{r['run']}: {state}")
+    bad = sum(1 for r in runs if not r["complete"])
+    say(f"  results in {results_dir(label)}: {len(runs) - bad} complete, {bad} incomplete")
+
+
+def estimate_seconds(plan: Sequence[Workload], runs: int, secs: int, accel: str = "tcg") -> float:
+    """A rough duration of a plan, for progress and the VM's time limit."""
+    per = {True: secs + 25, False: 60 if accel == "tcg" else 20}
+    return 60 + sum(per[w.timed] for w in plan) * runs
+
+
+class Progress:
+    """Prints 'run k/N' with the time left while a plan runs (polls the run folders)."""
+
+    def __init__(self, tmp: Path, plan: Sequence[Workload], runs: int, secs: int) -> None:
+        self.tmp, self.plan, self.runs, self.secs = tmp, plan, runs, secs
+        self.total = len(plan) * runs
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.start = time.monotonic()
+
+    def _finished(self) -> int:
+        return sum(1 for w in self.plan for i in range(self.runs)
+                   if (self.tmp / f"{w.name}-{i}" / "schedstat-after.txt").is_file())
+
+    def _loop(self) -> None:
+        seen = -1
+        while not self.stop.wait(15):
+            done = self._finished()
+            if done == seen:
+                continue
+            seen = done
+            took = time.monotonic() - self.start
+            if done:
+                left = took / done * (self.total - done)
+            else:
+                left = estimate_seconds(self.plan, self.runs, self.secs) - took
+            say(f"  [measure] {done}/{self.total} runs done, {fmt_secs(took)} elapsed, "
+                f"about {fmt_secs(max(left, 0))} left")
+
+    def __enter__(self) -> "Progress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=1)
+
+
+def _tmp_dir(label: str) -> Path:
+    tmp = work_dir() / "measure" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}"
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: List[Workload],
+               runs: int, secs: int, setting: dict, timeout: float,
+               probes: Sequence[str] = tuple(DEFAULT_PROBES), attach: str = "auto",
+               latency_tool: str = "auto", online: Optional[int] = None,
+               key: str = "") -> List[dict]:
+    tmp = _tmp_dir(label)
+    script = vm.guest_script(f"measure-{label}.sh",
+                             guest_script(plan, runs, secs, probes, attach, latency_tool))
+    est = estimate_seconds(plan, runs, secs)
+    timeout = max(timeout, 3 * est)
+    say(f"  plan: {', '.join(w.name for w in plan)} x {runs} run(s), {secs}s per timed "
+        f"workload; about {fmt_secs(est)} under TCG; raw outputs in {tmp}")
+    res = None
+    try:
+        with Progress(tmp, plan, runs, secs):
+            res = vm.boot(image, topo, f"bash {script} {tmp}", timeout=timeout, rwdirs=[tmp],
+                          online=online)
+    finally:
+        # Also on a timeout or Ctrl-C (the VM is stopped by then): keep what ran.
+        extra = {"accel": res.accel if res else "?", "vm_exit": res.returncode if res else None,
+                 "key": key}
+        done = collect(label, tmp, plan, runs, setting, extra)
+        report(label, done)
+    return done
+
+
+# ------------------------------------------------------------------ host mode
+
+
+def host_topology() -> str:
+    """'host: 64 CPUs online, 2 package(s), SMT8, 2 node(s)' from sysfs (any arch)."""
+    base = Path("/sys/devices/system/cpu")
+    online = [p for p in base.glob("cpu[0-9]*") if (p / "topology").is_dir()]
+    pkgs, smt = set(), 1
+    for p in online:
+        try:
+            pkgs.add((p / "topology/physical_package_id").read_text().strip())
+            sib = (p / "topology/thread_siblings_list").read_text().strip()
+            smt = max(smt, len(topomod.parse_cpulist(sib)))
+        except OSError:
+            continue
+    nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))) or 1
+    return f"host: {len(online)} CPUs online, {len(pkgs)} package(s), SMT{smt}, {nodes} node(s)"
+
+
+def host_config_key(text: str) -> str:
+    """A hash of a kernel config that ignores what differs between base and patched."""
+    import hashlib
+    keep = [ln for ln in text.splitlines() if ln.startswith("CONFIG_")
+            and not ln.startswith(("CONFIG_LOCALVERSION", "CONFIG_CC_VERSION_TEXT",
+                                   "CONFIG_BUILD_SALT"))]
+    return "host-config:" + hashlib.sha256("\n".join(sorted(keep)).encode()).hexdigest()[:12]
+
+
+def running_config() -> str:
+    import gzip
+    p = Path("/proc/config.gz")
+    if p.is_file():
+        return gzip.decompress(p.read_bytes()).decode(errors="replace")
+    boot = Path(f"/boot/config-{os.uname().release}")
+    return boot.read_text() if boot.is_file() else ""
+
+
+def _kill_stragglers(pgid: int) -> None:
+    """Whatever the plan left in its process group after it ended."""
+    import signal
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+        say("  stopped processes the plan left behind")
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def measure_host(label: str, plan: List[Workload], runs: int, secs: int, setting: dict,
+                 timeout: float, probes: Sequence[str] = tuple(DEFAULT_PROBES),
+                 attach: str = "auto", latency_tool: str = "auto", key: str = "") -> List[dict]:
+    if os.geteuid() != 0:
+        raise LabError("measure --host needs root: bpftrace and funclatency load BPF programs, "
+                       "and the plan switches kernel.sched_schedstats on and off; run it "
+                       "with sudo")
+    tmp = _tmp_dir(label)
+    script = tmp.parent / f"measure-{label}.sh"
+    script.write_text(guest_script(plan, runs, secs, probes, attach, latency_tool))
+    est = estimate_seconds(plan, runs, secs, accel="host")
+    timeout = max(timeout, 3 * est)
+    say(f"  plan: {', '.join(w.name for w in plan)} x {runs} run(s) on this machine "
+        f"({os.uname().release}), about {fmt_secs(est)}; raw outputs in {tmp}")
+    log = tmp / "console.txt"
+    rc: Optional[int] = None
+    try:
+        with Progress(tmp, plan, runs, secs), open(log, "w") as f:
+            proc = subprocess.Popen(["bash", str(script), str(tmp)], stdout=f,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True)
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                say(f"  the plan did not finish within {fmt_secs(timeout)}: stopping it")
+            finally:
+                # The script's own trap stops probes and workloads on SIGTERM;
+                # the process group is killed after a grace period anyway.
+                kill_group(proc, grace=15)
+                _kill_stragglers(proc.pid)
+    finally:
+        done = collect(label, tmp, plan, runs, setting,
+                       {"accel": "host", "host_exit": rc, "key": key})
+        report(label, done)
     return done

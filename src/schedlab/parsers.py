@@ -163,3 +163,67 @@ def funclatency(text: str) -> Latency:
     elif buckets:
         lat.count = sum(c for _, _, c in buckets)
     return lat
+
+
+UNIT_NS = {"nsecs": 1, "nsec": 1, "usecs": 1000, "usec": 1000, "msecs": 1000000,
+           "msec": 1000000}
+_BT_HIST = re.compile(r"^\[(\d+)([KMG]?),\s*(\d+)([KMG]?)\)\s+(\d+)\s*\|")
+_BT_HIST_ONE = re.compile(r"^\[(\d+)([KMG]?)\]\s+(\d+)\s*\|")
+_SUFFIX = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3}
+
+
+def bpftrace_hist(text: str) -> Dict[str, List[tuple]]:
+    """Log2 histograms printed by bpftrace: {map: [(low, high, count)]}, high exclusive
+    as bpftrace prints it, turned inclusive like funclatency's buckets."""
+    out: Dict[str, List[tuple]] = {}
+    current = None
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"^@([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?:\s*$", s)
+        if m:
+            current = m.group(1)
+            out[current] = []
+            continue
+        if current is None:
+            continue
+        m = _BT_HIST.match(s)
+        if m:
+            lo = int(m.group(1)) * _SUFFIX[m.group(2)]
+            hi = int(m.group(3)) * _SUFFIX[m.group(4)]
+            out[current].append((lo, hi - 1, int(m.group(5))))
+            continue
+        m = _BT_HIST_ONE.match(s)
+        if m:
+            v = int(m.group(1)) * _SUFFIX[m.group(2)]
+            out[current].append((v, v, int(m.group(3))))
+            continue
+        if s:
+            current = None
+    return {k: v for k, v in out.items() if v}
+
+
+def hist_mean(buckets: List[tuple]) -> float:
+    """Mean of a log2 histogram, each bucket at its midpoint."""
+    n = sum(c for _, _, c in buckets)
+    return sum((lo + hi) / 2 * c for lo, hi, c in buckets) / n if n else 0.0
+
+
+def schbench(text: str) -> Dict[str, Metric]:
+    """schbench: the 99th percentile of wakeup and request latencies, average RPS.
+
+    Uses the last block of each kind (schbench prints them per interval and
+    once at the end)."""
+    out: Dict[str, Metric] = {}
+    for kind in ("Wakeup", "Request"):
+        blocks = re.findall(kind + r" Latencies percentiles \(usec\).*?(?=\n\S|\Z)",
+                            text, re.S)
+        if not blocks:
+            continue
+        m = re.search(r"99\.0th:\s*(\d+)", blocks[-1])
+        if m:
+            out[f"schbench {kind.lower()} p99"] = Metric(float(m.group(1)), "us", "time",
+                                                          False)
+    m = list(re.finditer(r"average rps:\s*([0-9.]+)", text))
+    if m:
+        out["schbench rps"] = Metric(float(m[-1].group(1)), "req/s", "rate", True)
+    return out

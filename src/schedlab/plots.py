@@ -1,0 +1,198 @@
+"""PNG plots of a comparison (matplotlib, Agg backend: no display needed).
+
+- counts.png and times.png: per workload, bars of A and B means for the key
+  count and time metrics, error bars the 95% confidence interval of the mean
+  (the same interval the significance rule uses).
+- latency-WORKLOAD.png: the should_we_balance() latency histograms of A and
+  B overlaid (log2 buckets summed over the runs, as fractions of the calls).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from .util import LabError
+
+# Interpreters tried when the one running the lab has no matplotlib (a pyenv or
+# venv Python in front of Debian's, which has python3-matplotlib).
+SYSTEM_PYTHONS = ("/usr/bin/python3",)
+
+# Metrics shown in the bar plots, in this order, when present.
+COUNT_METRICS = ("idle_cpu probes in should_we_balance per s", "should_we_balance calls per s",
+                 "sched_balance_rq newidle calls per s", "migrations per s")
+TIME_METRICS = ("should_we_balance mean time (funclatency)",
+                "should_we_balance mean time (bpftrace)", "sched_balance_rq newidle mean time")
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _other_python() -> str:
+    for py in SYSTEM_PYTHONS:
+        if os.path.realpath(py) == os.path.realpath(sys.executable) or not os.path.exists(py):
+            continue
+        r = subprocess.run([py, "-c", "import matplotlib"], capture_output=True)
+        if r.returncode == 0:
+            return py
+    raise LabError("plots need matplotlib (Debian package python3-matplotlib; "
+                   "'./schedlab setup' installs it), or pass --no-plots")
+
+
+def _bars(plt, rows, metrics: Sequence[str], a_name: str, b_name: str, title: str,
+          path: Path) -> bool:
+    chosen = [m for m in metrics if any(r["metric"] == m for r in rows)]
+    if not chosen:
+        return False
+    workloads = sorted({r["workload"] for r in rows if r["metric"] in chosen})
+    fig, axes = plt.subplots(1, len(chosen), figsize=(4.2 * len(chosen), 3.8), squeeze=False)
+    for ax, metric in zip(axes[0], chosen):
+        xs, a_vals, b_vals, a_err, b_err = [], [], [], [], []
+        for i, w in enumerate(workloads):
+            r = next((r for r in rows if r["workload"] == w and r["metric"] == metric), None)
+            if r is None:
+                continue
+            xs.append(i)
+            a_vals.append(r["a_mean"])
+            b_vals.append(r["b_mean"])
+            a_err.append(r["a_half"])
+            b_err.append(r["b_half"])
+        width = 0.38
+        ax.bar([x - width / 2 for x in xs], a_vals, width, yerr=a_err, capsize=3,
+               label=a_name, color="#8c8c8c")
+        ax.bar([x + width / 2 for x in xs], b_vals, width, yerr=b_err, capsize=3,
+               label=b_name, color="#2a6fbb")
+        ax.set_xticks(range(len(workloads)))
+        ax.set_xticklabels(workloads, rotation=20, ha="right", fontsize=8)
+        unit = next(r["unit"] for r in rows if r["metric"] == metric)
+        ax.set_title(f"{metric}\n({unit})", fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title + " (error bars: 95% CI of the mean)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _half(s) -> float:
+    if s.n < 2:
+        return 0.0
+    return (s.ci_high - s.ci_low) / 2
+
+
+def merged_histogram(runs: List[dict], workload: str, name: str = "should_we_balance"):
+    """Buckets summed over a workload's complete runs: ({low: count}, tool, unit)."""
+    total: Dict[int, int] = {}
+    tool = unit = ""
+    for r in runs:
+        if r.get("workload") != workload or not r.get("complete"):
+            continue
+        h = r.get("histograms", {}).get(name)
+        if not h:
+            continue
+        tool, unit = h["tool"], h["unit"]
+        for lo, _hi, c in h["buckets"]:
+            total[lo] = total.get(lo, 0) + c
+    return total, tool, unit
+
+
+def plot_data(a: List[dict], b: List[dict], rows, a_name: str, b_name: str) -> dict:
+    """Everything the plots need, as JSON-able data (rows from compare.compare)."""
+    data = {"a_name": a_name, "b_name": b_name, "rows": [], "histograms": []}
+    for r in rows:
+        data["rows"].append({"metric": r.metric, "workload": r.workload, "unit": r.unit,
+                             "a_mean": r.a.mean, "b_mean": r.b.mean,
+                             "a_half": _half(r.a), "b_half": _half(r.b)})
+    for w in sorted({r["workload"] for r in a} & {r["workload"] for r in b}):
+        ha, tool, unit = merged_histogram(a, w)
+        hb, _, _ = merged_histogram(b, w)
+        if ha and hb:
+            data["histograms"].append({"workload": w, "tool": tool, "unit": unit,
+                                       "a": sorted(ha.items()), "b": sorted(hb.items())})
+    return data
+
+
+def write_plots(a: List[dict], b: List[dict], rows, a_name: str, b_name: str,
+                folder: Path) -> List[Path]:
+    """Write the PNGs; with another Python when this one has no matplotlib."""
+    data = plot_data(a, b, rows, a_name, b_name)
+    folder.mkdir(parents=True, exist_ok=True)
+    if _have_matplotlib():
+        return render(data, folder)
+    py = _other_python()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(data, f)
+    try:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        r = subprocess.run([py, "-m", "schedlab.plots", f.name, str(folder)], env=env,
+                           capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    if r.returncode != 0:
+        raise LabError(f"plotting with {py} failed:\n{r.stderr.strip()}")
+    return [Path(line) for line in r.stdout.split()]
+
+
+def render(data: dict, folder: Path) -> List[Path]:
+    plt = _pyplot()
+    a_name, b_name, rows = data["a_name"], data["b_name"], data["rows"]
+    out = []
+    p = folder / "counts.png"
+    if _bars(plt, rows, COUNT_METRICS, a_name, b_name, "Counts per second", p):
+        out.append(p)
+    p = folder / "times.png"
+    if _bars(plt, rows, TIME_METRICS, a_name, b_name, "Times", p):
+        out.append(p)
+    for h in data["histograms"]:
+        w, tool, unit = h["workload"], h["tool"], h["unit"]
+        ha, hb = dict(h["a"]), dict(h["b"])
+        lows = sorted(set(ha) | set(hb))
+        fig, ax = plt.subplots(figsize=(7, 3.8))
+        for hist, name, color in ((ha, a_name, "#8c8c8c"), (hb, b_name, "#2a6fbb")):
+            n = sum(hist.values())
+            ax.step(range(len(lows)), [hist.get(lo, 0) / n for lo in lows], where="mid",
+                    label=f"{name} ({n:,} calls)", color=color, linewidth=2)
+        ax.set_xticks(range(len(lows)))
+        ax.set_xticklabels([_fmt_low(lo) for lo in lows], rotation=45, ha="right", fontsize=7)
+        ax.set_xlabel(f"latency bucket, {unit} (log2)")
+        ax.set_ylabel("fraction of calls")
+        ax.set_title(f"should_we_balance() latency, {w} ({tool})", fontsize=9)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        p = folder / f"latency-{w}.png"
+        fig.savefig(p, dpi=110)
+        plt.close(fig)
+        out.append(p)
+    return out
+
+
+def _fmt_low(v: int) -> str:
+    for div, suf in ((1 << 30, "G"), (1 << 20, "M"), (1 << 10, "K")):
+        if v >= div and v % div == 0:
+            return f"{v // div}{suf}"
+    return str(v)
+
+
+if __name__ == "__main__":
+    # python -m schedlab.plots DATA.json FOLDER: render only (see write_plots).
+    with open(sys.argv[1]) as fh:
+        for path in render(json.load(fh), Path(sys.argv[2])):
+            print(path)

@@ -1,0 +1,53 @@
+"""plots: the PNGs of a comparison, with whichever Python has matplotlib."""
+
+import json
+
+import pytest
+
+from schedlab import compare as c
+from schedlab import plots
+from schedlab.util import LabError
+
+SETTING = {"topology": "smt4", "config": "probe", "probe_tool": "bpftrace/kfunc"}
+
+
+def runs(folder, probes, buckets):
+    folder.mkdir()
+    for i, v in enumerate(probes):
+        run = {"label": folder.name, "workload": "stress-100", "complete": True,
+               "setting": SETTING,
+               "metrics": {"idle_cpu probes in should_we_balance per s":
+                           {"value": v, "unit": "1/s", "kind": "rate",
+                            "higher_is_better": False}},
+               "histograms": {"should_we_balance": {"tool": "bpftrace", "unit": "ns",
+                                                    "buckets": buckets}}}
+        (folder / f"run-stress-100-{i}.json").write_text(json.dumps(run))
+    return c.load_runs(folder)
+
+
+def have_plotting():
+    try:
+        return plots._have_matplotlib() or bool(plots._other_python())
+    except LabError:
+        return False
+
+
+def test_plot_data_sums_histograms(tmp_path):
+    a = runs(tmp_path / "base", [100.0, 110.0], [[512, 1023, 3], [1024, 2047, 1]])
+    b = runs(tmp_path / "patched", [20.0, 22.0], [[256, 511, 2]])
+    data = plots.plot_data(a, b, c.rows(a, b), "base", "patched")
+    (h,) = data["histograms"]
+    assert dict(h["a"]) == {512: 6, 1024: 2} and dict(h["b"]) == {256: 4}
+    (row,) = data["rows"]
+    assert row["a_mean"] == pytest.approx(2 / (1 / 100 + 1 / 110))  # harmonic: a rate and row["a_half"] > 0
+
+
+@pytest.mark.skipif(not have_plotting(), reason="no Python with matplotlib here")
+def test_write_plots_makes_pngs(tmp_path):
+    a = runs(tmp_path / "base", [100.0, 110.0, 105.0], [[512, 1023, 3]])
+    b = runs(tmp_path / "patched", [20.0, 22.0, 21.0], [[256, 511, 2]])
+    files = plots.write_plots(a, b, c.rows(a, b), "base", "patched", tmp_path / "plots")
+    names = sorted(f.name for f in files)
+    assert names == ["counts.png", "latency-stress-100.png"]
+    for f in files:
+        assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
