@@ -68,3 +68,23 @@ def test_ccache_env_is_folder_independent(monkeypatch, tmp_path):
     assert env["CCACHE_NOHASHDIR"] == "1"
     assert env["CCACHE_BASEDIR"] == str((tmp_path / "work").resolve())
     assert env["KBUILD_BUILD_TIMESTAMP"]
+
+
+def test_a_build_of_the_same_commit_and_fragments_is_reused(tmp_path):
+    import json
+    from schedlab import build as b
+    arch = b.get_arch(None)
+    image = tmp_path / arch.image_path
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"kernel")
+    (tmp_path / ".schedlab").mkdir()
+    info = {"commit": "c1", "config": "probe", "arch": arch.name, "release": "7.3.4-gc1",
+            "fragments_sha": b._fragments_sha("probe", arch)}
+    (tmp_path / ".schedlab" / "build.json").write_text(json.dumps(info))
+    done = b._up_to_date(tmp_path, "c1", "probe", arch)
+    assert done and done.release == "7.3.4-gc1" and done.image == image
+    assert b._up_to_date(tmp_path, "c2", "probe", arch) is None       # another commit
+    assert b._up_to_date(tmp_path, "c1", "lab", arch) is None         # another config
+    info["fragments_sha"] = "0" * 16                                  # fragments edited
+    (tmp_path / ".schedlab" / "build.json").write_text(json.dumps(info))
+    assert b._up_to_date(tmp_path, "c1", "probe", arch) is None

@@ -22,6 +22,11 @@ def test_guest_script_runs_every_workload_with_the_probe():
     assert "SECS=7" in text and "kernel.sched_schedstats=1" in text
     assert "export NCPU SECS" in text          # the workloads run under bash -c
     assert "trap cleanup EXIT" in text and "timeout -k 10 120 bash -c" in text
+    # Counting window: gate opened before the workload, closed after it.
+    on, run, off = (text.index(x) for x in ("gate on counting", "timeout -k 10 120 bash -c",
+                                            "gate off stopped"))
+    assert on < run < off
+    assert 'comm == "schedlab-on"' in text and "cat $PD/gate.bt >> $PD/probe.bt" in text
 
 
 def test_guest_script_is_valid_bash():
@@ -32,8 +37,9 @@ def test_guest_script_is_valid_bash():
 
 
 def test_bpftrace_snippets_per_attach_method():
-    assert "kfunc:sched_balance_rq { @lb_calls[args->idle]" in m.bpftrace_script("lb", "kfunc")
-    assert "kprobe:sched_balance_rq { @lb_calls[arg3]" in m.bpftrace_script("lb", "kprobe")
+    assert "kfunc:sched_balance_rq /@on/ { @lb_calls[args->idle]" in m.bpftrace_script(
+        "lb", "kfunc")
+    assert "kprobe:sched_balance_rq /@on/ { @lb_calls[arg3]" in m.bpftrace_script("lb", "kprobe")
     assert "kretfunc:should_we_balance" in m.bpftrace_script("swb", "kfunc")
     assert m.bpftrace_script("migrate", "kfunc").startswith("tracepoint:sched:")
 
@@ -78,7 +84,8 @@ def make_run(tmp_path: Path, probe: str, status: str = "0") -> Path:
 
 
 def test_parse_complete_run(tmp_path):
-    probe = ("Attaching 5 probes...\n\n@lb_calls[2]: 300\n@lb_ns_sum[2]: 600000\n"
+    probe = ("Attaching 5 probes...\nschedlab: counting\nschedlab: stopped\n\n"
+             "@lb_calls[2]: 300\n@lb_ns_sum[2]: 600000\n@on: 0\n"
              "@swb_calls: 200\n@swb_idle_probes: 1000\n@swb_ns_sum: 400000\n"
              "@swb_ns:\n[1K, 2K)             100 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n"
              "[2K, 4K)             100 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|\n")
@@ -106,6 +113,17 @@ def test_probe_that_did_not_attach_makes_the_run_incomplete(tmp_path):
     assert any("did not attach" in p for p in run["problems"])
 
 
+def test_a_map_dump_cut_short_makes_the_run_incomplete(tmp_path):
+    # As seen once under TCG: bpftrace killed while detaching, nothing printed.
+    text = "Attaching 8 probes...\nschedlab: counting\nschedlab: stopped\n"
+    d = make_run(tmp_path, text)
+    (d / "problems.txt").write_text("bpftrace did not stop within 120 s after SIGINT: killed\n")
+    run = m.parse_run(d, m.workload("stress-50"))
+    assert not run["complete"]
+    assert "bpftrace printed no maps at exit" in run["problems"]
+    assert any("killed" in p for p in run["problems"])
+
+
 def test_unfinished_and_timed_out_runs_are_incomplete(tmp_path):
     run = m.parse_run(tmp_path / "never-started", m.workload("stress-50"))
     assert not run["complete"] and "did not finish" in run["problems"][0]
@@ -122,9 +140,33 @@ def test_collect_keeps_partial_plans(tmp_path, monkeypatch):
     (raw / "attach.txt").write_text("kfunc\n")
     (raw / "latency-tool.txt").write_text("bpftrace\n")
     (raw / "probes-used.txt").write_text("swb\n")
-    d = make_run(tmp_path, "Attaching 3 probes...\n@swb_calls: 5\n")
+    d = make_run(tmp_path, "Attaching 3 probes...\n@on: 0\n@swb_calls: 5\n")
     d.rename(raw / "stress-50-0")
     runs = m.collect("lbl", raw, m.plan_workloads("stress-50"), 2, {"topology": "x"}, {})
     assert [r["complete"] for r in runs] == [True, False]
     assert runs[0]["setting"]["probe_tool"] == "bpftrace/kfunc"
     assert (tmp_path / "results" / "lbl" / "run-stress-50-1.json").is_file()
+
+
+def _run(metrics, probes=("swb", "migrate"), complete=True):
+    return {"workload": "stress-50", "run": 0, "complete": complete, "problems": ["x"],
+            "setting": {"probes": list(probes)},
+            "metrics": {k: {"value": v} for k, v in metrics.items()}}
+
+
+def test_check_runs_wants_every_metric():
+    good = {"should_we_balance calls per s": 400.0,
+            "idle_cpu probes in should_we_balance per s": 700.0,
+            "idle_cpu probes per should_we_balance call": 1.7,
+            "should_we_balance mean time (bpftrace)": 3e4, "migrations per s": 40.0,
+            "balance SMT busy": 3.0, "cpu busy": 60.0}
+    assert m.check_runs([_run(good)], ["swb", "migrate"]) == []
+    bad = dict(good, **{"migrations per s": 0.0})
+    del bad["cpu busy"]
+    problems = m.check_runs([_run(bad, probes=("swb",))], ["swb", "migrate", "latency"])
+    assert any("probe migrate was not used" in p for p in problems)
+    assert any("probe latency was not used" in p for p in problems)
+    assert any("CPU busy" in p for p in problems)
+    assert any("incomplete" in p for p in m.check_runs([_run(good, complete=False)], ["swb"]))
+    nan = dict(good, **{"cpu busy": float("nan")})
+    assert any("cpu busy = nan" in p for p in m.check_runs([_run(nan)], ["swb"]))

@@ -86,3 +86,51 @@ def test_funclatency_bcc_form():
     assert lat.unit == "nsecs"
     assert lat.buckets == [(0, 1, 0), (256, 511, 10), (512, 1023, 5)]
     assert (lat.avg, lat.total, lat.count) == (400.0, 6000.0, 15)
+
+
+def test_bpftrace_probe_output_from_the_vm():
+    # The measurement script's output: gate lines, maps, per-CPU scratch maps,
+    # the should_we_balance() histogram (kfunc attach, 7.3 guest, smt4).
+    text = read("bpftrace-probe-kfunc.txt")
+    maps = p.bpftrace_maps(text)
+    assert maps["swb_calls"] == 2572 and maps["swb_idle_probes"] == 4535
+    assert maps["lb_calls[1]"] == 2176 and maps["migrations"] == 282
+    assert "on" in maps and "schedlab: counting" in text
+    hist = p.bpftrace_hist(text)["swb_ns"]
+    assert hist[0] == (512, 1023, 20) and hist[2] == (2048, 4095, 775)
+    assert len(hist) == 14 and hist[-1] == (4 << 20, (8 << 20) - 1, 6)
+    # A time is kept only when entry and exit pair up on one CPU: <= calls.
+    assert sum(c for _, _, c in hist) <= maps["swb_calls"]
+
+
+def test_funclatency_bcc_from_the_vm():
+    # bookworm's funclatency-bpfcc 0.26 against the 7.3 guest: clang warnings
+    # first, then the histogram and the avg line.
+    lat = p.funclatency(read("funclatency-bcc.txt"))
+    assert lat.unit == "nsecs"
+    assert lat.count == 4070 and lat.avg == 114003
+    assert lat.buckets[0] == (0, 1, 0) and len(lat.buckets) == 25
+    assert (8192, 16383, 1187) in lat.buckets
+    # The buckets bcc prints stop at the last non-empty one below its cap.
+    assert sum(c for _, _, c in lat.buckets) == 3923
+    assert p.hist_mean(lat.buckets) == pytest.approx(114003, rel=0.5)
+
+
+def test_perf_bench_pipe_in_a_cgroup():
+    m = p.perf_bench_sched(read("perf-bench-pipe-cgroup.txt"))
+    assert m["perf sched pipe time"].value == pytest.approx(9.480)
+
+
+def test_funclatency_libbpf_from_the_vm():
+    # libbpf-tools funclatency (CO-RE): unit "nsec", no avg line, a '+' where
+    # a bar overflows.
+    lat = p.funclatency(read("funclatency-libbpf.txt"))
+    assert lat.unit == "nsec" and lat.avg is None
+    assert (8192, 16383, 987) in lat.buckets and lat.buckets[-1] == (16777216, 33554431, 2)
+    assert sum(c for _, _, c in lat.buckets) == 2892
+    assert p.UNIT_NS[lat.unit] == 1
+
+
+def test_tbench_from_the_vm():
+    m = p.dbench(read("tbench-vm.txt"))
+    assert list(m.values())[0].value == pytest.approx(34.0297)

@@ -25,3 +25,13 @@ def test_kvm_command_and_maxcpus():
     appended = [args[j + 1] for j, a in enumerate(args) if a == "--append"]
     assert appended == ["maxcpus=2", "sched_verbose"]
     assert "--numa" not in args
+
+
+def test_single_threaded_tcg_only_under_tcg():
+    topo = t.PRESETS["smt4"]
+    single = "--qemu-opts=-accel tcg,thread=single"
+    assert single in vm.vng_command(Path("/b/bzImage"), topo, "true", kvm=False,
+                                    tcg_single=True)
+    assert single not in vm.vng_command(Path("/b/bzImage"), topo, "true", kvm=False)
+    assert not any("thread=single" in a for a in vm.vng_command(
+        Path("/b/bzImage"), topo, "true", kvm=True, tcg_single=True))

@@ -259,6 +259,11 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
     """Build one variant's commit in its own build folder (incrementally)."""
     arch = get_arch(arch_name)
     bdir = build_dir_for(tree, variant, config, arch)
+    done = _up_to_date(bdir, commit, config, arch)
+    if done:
+        say(f"  {bdir} is up to date ({done.release} from {commit[:12]}, same config "
+            "fragments): not rebuilt")
+        return done
     log = log_dir() / f"build-{tree.key}-{variant}-{config}-{arch.name}.log"
     log.write_text("")
     with tree.locked(f"build {variant}/{config}"):
@@ -272,11 +277,39 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
     info = {"variant": variant, "commit": commit, "config": config, "arch": arch.name,
             "release": release, "fragments": [str(p.relative_to(REPO))
                                               for p in config_fragments(config, arch)],
-            "tree": str(tree.path), "base": tree.base}
+            "tree": str(tree.path), "base": tree.base,
+            "fragments_sha": _fragments_sha(config, arch)}
     (bdir / ".schedlab" / "build.json").write_text(json.dumps(info, indent=1) + "\n")
     image = bdir / arch.image_path
     say(f"  built {release} in {fmt_secs(took)}: {image}")
     return BuildResult(bdir, image, release, took, commit)
+
+
+def _fragments_sha(config: str, arch: Arch) -> str:
+    import hashlib
+    h = hashlib.sha256()
+    for p in config_fragments(config, arch):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _up_to_date(bdir: Path, commit: str, config: str, arch: Arch) -> Optional[BuildResult]:
+    """The build already there, when it was made from this commit and these fragments.
+
+    Saves the checkout and make that would otherwise relink (and regenerate
+    BTF for) a kernel whose sources did not change, when base and patched
+    builds take turns in one tree.
+    """
+    try:
+        info = json.loads((bdir / ".schedlab" / "build.json").read_text())
+    except (OSError, ValueError):
+        return None
+    image = bdir / arch.image_path
+    if (info.get("commit") != commit or info.get("config") != config
+            or info.get("arch") != arch.name or not image.is_file()
+            or info.get("fragments_sha") != _fragments_sha(config, arch)):
+        return None
+    return BuildResult(bdir, image, info["release"], 0.0, commit)
 
 
 def compile_objects(tree: Tree, build_dir: Path, objects: List[str], arch: Arch,

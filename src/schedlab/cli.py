@@ -251,13 +251,17 @@ def _results(name: str) -> Path:
     return p if p.is_dir() else measuremod.results_dir(name)
 
 
-def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path]) -> str:
+def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path],
+                     only: Optional[str] = None) -> str:
     a, b = comparemod.load_runs(a_dir), comparemod.load_runs(b_dir)
     comparemod.check_comparable(a, b)
     rs = comparemod.rows(a, b)
     if not rs:
         raise LabError("no metric has complete runs on both sides")
-    text = comparemod.table(rs, a_dir.name, b_dir.name, markdown=markdown)
+    shown = comparemod.select(rs, only)
+    if not shown:
+        raise LabError(f"--only {only!r} matches no metric")
+    text = comparemod.table(shown, a_dir.name, b_dir.name, markdown=markdown)
     if plots:
         from . import plots as plotmod
         files = plotmod.write_plots(a, b, rs, a_dir.name, b_dir.name, plots)
@@ -270,7 +274,8 @@ def cmd_compare(args) -> int:
     plots = args.plots
     if plots is None and not args.no_plots:
         plots = b_dir.parent / f"{a_dir.name}-vs-{b_dir.name}-plots"
-    say(compare_and_plot(a_dir, b_dir, args.markdown, plots))
+    only = comparemod.HEADLINE if args.headline else args.only
+    say(compare_and_plot(a_dir, b_dir, args.markdown, plots, only))
     return 0
 
 
@@ -317,16 +322,19 @@ def cmd_ab(args) -> int:
                               result=built[variant])
         with st.stage("compare"):
             out = measuremod.results_dir(prefix)
-            text = compare_and_plot(measuremod.results_dir(labels["base"]),
-                                    measuremod.results_dir(labels["patched"]), False,
-                                    out / "plots")
-            md = compare_and_plot(measuremod.results_dir(labels["base"]),
-                                  measuremod.results_dir(labels["patched"]), True, None)
+            a_dir = measuremod.results_dir(labels["base"])
+            b_dir = measuremod.results_dir(labels["patched"])
+            text = compare_and_plot(a_dir, b_dir, False, out / "plots")
             out.mkdir(parents=True, exist_ok=True)
             (out / "compare.txt").write_text(text + "\n")
-            (out / "compare.md").write_text(md + "\n")
-            say(text)
-            say(f"  table also in {out / 'compare.txt'} and {out / 'compare.md'}")
+            (out / "compare.md").write_text(compare_and_plot(a_dir, b_dir, True, None) + "\n")
+            head = compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE)
+            (out / "headline.md").write_text(
+                compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
+            say(head)
+            say("plots:\n" + "\n".join(f"  {f}" for f in sorted((out / "plots").glob("*.png"))))
+            say(f"  every metric: {out / 'compare.txt'} (Markdown: compare.md, headline rows: "
+                "headline.md)")
     finally:
         say(st.summary())
     return 0
@@ -352,6 +360,26 @@ def cmd_run(args) -> int:
         return rc
     finally:
         say(st.summary())
+
+
+# The measurement harness's integration test: a short plan, every probe.
+INTEGRATION = {"topology": "smt4", "plan": "stress-50", "seconds": 3}
+
+
+def measure_integration(args, tree: source.Tree, build: buildmod.BuildResult) -> bool:
+    plan = measuremod.plan_workloads(INTEGRATION["plan"])
+    probes = measuremod.probe_names(None)
+    _check_tools(plan, probes, "auto")
+    args.topology, args.seconds, args.runs = INTEGRATION["topology"], INTEGRATION["seconds"], 1
+    args.attach, args.latency_tool, args.online = "auto", "auto", None
+    runs = measure_in_vm(args, tree, "patched", "ci-integration", plan, probes, result=build)
+    problems = measuremod.check_runs(runs, probes)
+    for p in problems:
+        say(f"  FAIL: {p}")
+    if not problems:
+        say(f"  every metric has a value ({len(runs[0]['metrics'])} metrics, probes "
+            f"{', '.join(probes)}, latency with {runs[0]['setting']['latency_tool']})")
+    return not problems
 
 
 def cmd_test(args) -> int:
@@ -389,9 +417,17 @@ def cmd_test(args) -> int:
             with st.stage(f"KUnit on {name}"):
                 if not run_kunit_on(args, tree, result.image, name, online):
                     failed.append(f"KUnit {name}")
+        with st.stage("build patched/probe + measurement series"):
+            args.config, args.measure, args.variant, args.no_build = "probe", True, "patched", \
+                False
+            probe_build = _built(args, tree)
+        with st.stage(f"measure integration ({INTEGRATION['topology']}, "
+                      f"{INTEGRATION['plan']})"):
+            if not measure_integration(args, tree, probe_build):
+                failed.append("measure integration")
     finally:
         say(st.summary())
-    passed = len(args.topology) + len(KUNIT_RUNS) + 3 - len(failed)
+    passed = len(args.topology) + len(KUNIT_RUNS) + 4 - len(failed)
     if failed:
         say(f"failed stages: {', '.join(failed)}")
     say(f"test: {passed} passed, {len(failed)} failed")
@@ -508,6 +544,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--plots", type=Path, metavar="DIR",
                    help="where the PNG plots go (default results/A-vs-B-plots)")
     s.add_argument("--no-plots", action="store_true")
+    s.add_argument("--only", metavar="REGEX", help="only the metrics matching REGEX")
+    s.add_argument("--headline", action="store_true",
+                   help="only the headline metrics (the rows 'ab' prints)")
     s.set_defaults(func=cmd_compare)
     s = sub.add_parser("ab", parents=[common, vmopts, measopts],
                        help="base vs patched in the VM: build both, run the plan, compare")

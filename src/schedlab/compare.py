@@ -7,15 +7,37 @@ A, whatever the direction of the metric. Significance: see stats.py.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import stats
 from .util import LabError
 
 # What must be equal for two result sets to be compared.
-COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arch", "seconds")
+COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arch", "seconds",
+              "accel")
+
+
+# The rows 'ab' prints and the README quotes: rates of the counts first, then
+# the workloads' own results, then the funclatency mean.
+HEADLINE = (r"^(should_we_balance calls per s|idle_cpu probes in should_we_balance per s|"
+            r"idle_cpu probes per should_we_balance call|"
+            r"sched_balance_rq (busy|idle|newidle) calls per s|migrations per s|cpu busy|"
+            r"hackbench time|perf sched \w+ time|stress-ng cpu bogo-ops/s|"
+            r"should_we_balance mean time \(funclatency\))$")
+
+
+def select(rs: List["Row"], pattern: Optional[str]) -> List["Row"]:
+    """Rows whose metric matches a regular expression (all rows without one)."""
+    if not pattern:
+        return rs
+    try:
+        rx = re.compile(pattern)
+    except re.error as exc:
+        raise LabError(f"--only: not a regular expression: {pattern!r} ({exc})") from exc
+    return [r for r in rs if rx.search(r.metric)]
 
 
 def load_runs(folder: Path) -> List[dict]:

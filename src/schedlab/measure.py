@@ -61,6 +61,9 @@ DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 ATTACH_METHODS = ("auto", "kfunc", "kprobe")
 LATENCY_TOOLS = ("auto", "bcc", "libbpf", "bpftrace")
 LATENCY_FUNCTION = "should_we_balance"
+# bcc compiles its program with clang at every start; under TCG that takes
+# minutes.  auto passes over it when its trial start takes longer than this.
+BCC_MAX_START = 30
 # The Debian package of each guest tool, for "missing tool" messages.
 TOOL_PACKAGES = {"bpftrace": "bpftrace", "stress-ng": "stress-ng", "hackbench": "rt-tests",
                  "perf": "linux-perf", "dbench": "dbench", "tbench": "dbench",
@@ -85,12 +88,14 @@ def bpftrace_script(probe: str, attach: str) -> str:
     was interrupted.  Calls are counted at entry, so the counts are exact; a
     time is taken only when entry and exit pair up on one CPU (a softirq
     balance nested in a newly-idle one drops the outer time, not a count).
+    Nothing is counted until the gate (GATE_BT) opens: the counts cover the
+    workload's run, not the tools' start-up around it.
     """
     entry, exit_ = ("kfunc", "kretfunc") if attach == "kfunc" else ("kprobe", "kretprobe")
     idle = "args->idle" if attach == "kfunc" else "arg3"
     if probe == "swb":
         return "\n".join([
-            f"{entry}:should_we_balance {{ @swb_calls = count(); @swb_in[cpu] = 1; "
+            f"{entry}:should_we_balance /@on/ {{ @swb_calls = count(); @swb_in[cpu] = 1; "
             "@swb_t0[cpu] = nsecs; }",
             f"{exit_}:should_we_balance /@swb_t0[cpu]/ {{ $d = nsecs - @swb_t0[cpu]; "
             "@swb_ns_sum = sum($d); @swb_ns = hist($d); delete(@swb_t0[cpu]); "
@@ -99,14 +104,27 @@ def bpftrace_script(probe: str, attach: str) -> str:
         ])
     if probe == "lb":
         return "\n".join([
-            f"{entry}:sched_balance_rq {{ @lb_calls[{idle}] = count(); "
+            f"{entry}:sched_balance_rq /@on/ {{ @lb_calls[{idle}] = count(); "
             f"@lb_t0[cpu] = nsecs; @lb_type[cpu] = {idle}; }}",
             f"{exit_}:sched_balance_rq /@lb_t0[cpu]/ {{ "
             "@lb_ns_sum[@lb_type[cpu]] = sum(nsecs - @lb_t0[cpu]); delete(@lb_t0[cpu]); }",
         ])
     if probe == "migrate":
-        return "tracepoint:sched:sched_migrate_task { @migrations = count(); }"
+        return "tracepoint:sched:sched_migrate_task /@on/ { @migrations = count(); }"
     return ""
+
+
+# The counting window: the guest execs a copy of /bin/true named schedlab-on
+# right before the workload and schedlab-off right after it; the probes count
+# only in between.  The gate prints a line when it switches, and the guest
+# waits for that line, so the window is known to be open (all probes are
+# attached by then: bpftrace attaches in program order, the gate comes last).
+GATE_BT = "\n".join([
+    'tracepoint:sched:sched_process_exec /comm == "schedlab-on"/ { @on = 1; '
+    'printf("schedlab: counting\\n"); }',
+    'tracepoint:sched:sched_process_exec /comm == "schedlab-off"/ { @on = 0; '
+    'printf("schedlab: stopped\\n"); }',
+])
 
 
 # ------------------------------------------------------------------ workloads
@@ -135,11 +153,11 @@ _CGROUP_PP = (
     "P=$CGR/schedlab; [ {depth} = 2 ] && P=$CGR/schedlab/top; mkdir -p $P; "
     "[ {depth} = 2 ] && echo +cpu > $CGR/schedlab/cgroup.subtree_control; "
     "echo +cpu > $P/cgroup.subtree_control; mkdir -p $P/pp $P/busy1 $P/busy2; "
-    "for b in busy1 busy2; do (echo $BASHPID > $P/$b/cgroup.procs; "
+    "B=; for b in busy1 busy2; do (echo $BASHPID > $P/$b/cgroup.procs; "
     "exec stress-ng --cpu $(( NCPU > 3 ? NCPU / 4 : 1 )) --timeout $(( SECS * 10 ))s "
-    ">/dev/null 2>&1) & done; sleep 1; "
-    "(echo $BASHPID > $P/pp/cgroup.procs; exec perf bench sched pipe -l 20000); rc=$?; "
-    "pkill -INT -f 'stress-ng --cpu'; wait; exit $rc"
+    ">/dev/null 2>&1) & B=\"$B $!\"; done; sleep 1; "
+    "(echo $BASHPID > $P/pp/cgroup.procs; exec perf bench sched pipe -l 2000); rc=$?; "
+    "kill -TERM $B; wait; exit $rc"
 )
 
 WORKLOADS: Dict[str, Workload] = {}
@@ -258,7 +276,6 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "  trap - EXIT INT TERM",
         "  kill -INT $(jobs -p) 2>/dev/null; sleep 1; kill -KILL $(jobs -p) 2>/dev/null",
         "  wait 2>/dev/null",
-        "  pkill -KILL -f 'stress-ng --cpu' 2>/dev/null",
         "  for d in /sys/fs/cgroup/schedlab/top/* /sys/fs/cgroup/schedlab/top "
         "/sys/fs/cgroup/schedlab/*; do [ -d $d ] && rmdir $d 2>/dev/null; done",
         "  rmdir /sys/fs/cgroup/schedlab 2>/dev/null",
@@ -282,6 +299,8 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         'dbench; } > "$OUT/versions.txt" 2>&1',
         'have() { grep -qE " $1$" /proc/kallsyms; }',
         *files,
+        f"cat > $PD/gate.bt <<'SCHEDLAB_EOF'\n{GATE_BT}\nSCHEDLAB_EOF",
+        "cp /bin/true $PD/schedlab-on; cp /bin/true $PD/schedlab-off",
         # Attach method: fentry needs BTF; the same method for every probe of the plan.
         f"ATTACH={attach}",
         'if [ "$ATTACH" = auto ]; then',
@@ -291,7 +310,8 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "fi",
         'echo $ATTACH > "$OUT/attach.txt"',
         ': > $PD/probe.bt; : > "$OUT/probes-missing.txt"; : > "$OUT/probes-used.txt"',
-        "try_bt() { timeout -k 5 150 bpftrace -e \"$(cat $1)\ninterval:s:1 { exit(); }\" "
+        "try_bt() { timeout -k 5 150 bpftrace -e \"$(cat $1 $PD/gate.bt)\n"
+        "interval:s:1 { exit(); }\" "
         "> $PD/try.txt 2>&1 && grep -q Attaching $PD/try.txt; }",
         "CANDIDATES=",
     ]
@@ -322,14 +342,13 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "    fi",
         "  done",
         "fi",
-        # bpftrace needs a program: a no-op that prints the Attaching line.
-        "[ -s $PD/probe.bt ] || echo 'interval:s:3600 { }' > $PD/probe.bt",
+        "cat $PD/gate.bt >> $PD/probe.bt",
         '[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent '
         '(CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"',
     ]
     lines += [
         # Latency tool: the first that works here, with the reasons for the others.
-        'LAT=none; : > "$OUT/latency-why.txt"',
+        'LAT=none; LATSTART=0; : > "$OUT/latency-why.txt"',
         'if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then',
         f"  for t in {' '.join(LATENCY_TOOLS[1:]) if latency_tool == 'auto' else latency_tool}; do",
         "    case $t in",
@@ -342,19 +361,49 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         f"      grep -q {LATENCY_FUNCTION} $PD/probe.bt || cat $PD/swb.$ATTACH.bt "
         ">> $PD/probe.bt; LAT=bpftrace; break",
         "    fi",
-        f"    timeout -k 5 180 $C -d 3 {LATENCY_FUNCTION} > $PD/try-$t.txt 2>&1",
-        "    if grep -q distribution $PD/try-$t.txt; then LAT=$t; "
-        'cp $PD/try-$t.txt "$OUT/latency-try-$t.txt"; break; fi',
+        "    T0=$(date +%s)",
+        f"    timeout -k 5 300 $C -d 3 {LATENCY_FUNCTION} > $PD/try-$t.txt 2>&1",
+        "    START=$(( $(date +%s) - T0 - 3 ))",
+        '    cp $PD/try-$t.txt "$OUT/latency-try-$t.txt"',
+        "    if grep -q distribution $PD/try-$t.txt; then",
+        # bcc compiles its program with clang at every start: slow under TCG.
+        f'      if [ $t = bcc ] && [ {"1" if latency_tool == "auto" else "0"} = 1 ] && '
+        f"[ $START -gt {BCC_MAX_START} ]; then",
+        '        echo "bcc: works, but takes ${START}s to start (compiling with clang); '
+        f'over {BCC_MAX_START}s, so not picked for every run: --latency-tool bcc forces it" '
+        '>> "$OUT/latency-why.txt"; continue',
+        "      fi",
+        '      LAT=$t; LATSTART=$START; echo "$t: works, starts in ${START}s" '
+        '>> "$OUT/latency-why.txt"; break',
+        "    fi",
         '    echo "$t: failed: $(grep -v "^ *$" $PD/try-$t.txt | tail -3 | tr "\\n" " ")" '
         '>> "$OUT/latency-why.txt"',
         "  done",
         "fi",
         'echo $LAT > "$OUT/latency-tool.txt"',
-        'case $LAT in bcc) LATC=funclatency-bpfcc ;; libbpf) LATC=$(PATH=$PATH:/usr/sbin '
-        'command -v funclatency) ;; *) LATC= ;; esac',
+        # Unbuffered: the "Tracing" line must reach the file while the tool runs.
+        # bash starts background jobs with SIGINT ignored, and Python keeps it
+        # ignored: bcc's funclatency would never print its histogram.
+        "printf '%s\\n' '#!/usr/bin/env python3' 'import os, signal, sys' "
+        "'signal.signal(signal.SIGINT, signal.SIG_DFL)' 'os.execvp(sys.argv[1], sys.argv[1:])' "
+        "> $PD/sigdfl; chmod +x $PD/sigdfl",
+        'case $LAT in bcc) LATC="$PD/sigdfl env PYTHONUNBUFFERED=1 funclatency-bpfcc" ;; '
+        'libbpf) LATC="stdbuf -oL $(PATH=$PATH:/usr/sbin command -v funclatency)" ;; '
+        '*) LATC= ;; esac',
+        # Stop a tool (it prints its maps or histogram on SIGINT); kill it if it hangs.
+        # (bpftrace detaching fentry probes can take a minute under TCG.)
+        "stop() { kill -INT $1 2>/dev/null; for t in $(seq 240); do kill -0 $1 2>/dev/null "
+        "|| { wait $1 2>/dev/null; return 0; }; sleep 0.5; done; kill -KILL $1 2>/dev/null; "
+        'wait $1 2>/dev/null; echo "$2 did not stop within 120 s after SIGINT: killed" '
+        '>> "$3"; }',
         # Wait until a tool prints its first line saying it is attached.
-        "wait_for() { for t in $(seq 240); do grep -qE \"$2\" \"$1\" && return 0; "
+        # (at most $4 half-seconds: 120 s by default).
+        "wait_for() { for t in $(seq ${4:-240}); do grep -qE \"$2\" \"$1\" && return 0; "
         "kill -0 $3 2>/dev/null || return 1; sleep 0.5; done; return 1; }",
+        "LATWAIT=$(( 4 * LATSTART + 240 ))",
+        # Open or close the counting window (GATE_BT) and wait until bpftrace says so.
+        "gate() { for t in $(seq 60); do $PD/schedlab-$1; grep -q \"schedlab: $2\" $3 && "
+        "return 0; kill -0 $4 2>/dev/null || return 1; sleep 0.5; done; return 1; }",
     ]
     total = len(plan) * runs
     k = 0
@@ -367,22 +416,26 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
                 f"echo {RUN_MARK} {k}/{total} {w.name} {i}",
                 f"echo {shlex.quote(w.command)} > {d}/command.txt",
                 f"echo $ATTACH $LAT > {d}/tools.txt",
-                f"cat /proc/schedstat > {d}/schedstat-before.txt",
-                f"bpftrace $PD/probe.bt > {d}/probe.txt 2>&1 & BPF=$!",
+                # Line-buffered: a map dump cut short by a kill is still seen as such.
+                f"stdbuf -oL bpftrace $PD/probe.bt > {d}/probe.txt 2>&1 & BPF=$!",
                 f"wait_for {d}/probe.txt Attaching $BPF || echo 'probe did not attach' "
                 f">> {d}/problems.txt",
                 f'if [ -n "$LATC" ]; then $LATC {LATENCY_FUNCTION} > {d}/latency.txt 2>&1 & '
-                f"LATP=$!; wait_for {d}/latency.txt Tracing $LATP || echo 'latency tool did "
-                f"not attach' >> {d}/problems.txt; fi",
-                "sleep 1",
+                f"LATP=$!; wait_for {d}/latency.txt Tracing $LATP $LATWAIT || echo 'latency "
+                f"tool did not attach' >> {d}/problems.txt; fi",
+                f"gate on counting {d}/probe.txt $BPF || echo 'the counting window did not "
+                f"open' >> {d}/problems.txt",
+                f"cat /proc/schedstat > {d}/schedstat-before.txt 2>/dev/null",
                 f"head -1 /proc/stat > {d}/stat-before.txt",
                 f"S=$(date +%s.%N); (timeout -k 10 {limit} bash -c {shlex.quote(w.command)}) "
                 f"> {d}/workload.txt 2>&1; echo $? > {d}/status.txt",
                 f"echo $(date +%s.%N) $S | awk '{{print $1 - $2}}' > {d}/seconds.txt",
                 f"head -1 /proc/stat > {d}/stat-after.txt",
-                "kill -INT $BPF; wait $BPF",
-                'if [ -n "$LATC" ]; then kill -INT $LATP; wait $LATP; fi',
-                f"cat /proc/schedstat > {d}/schedstat-after.txt",
+                f"cat /proc/schedstat > {d}/schedstat-after.txt 2>/dev/null",
+                f"gate off stopped {d}/probe.txt $BPF || echo 'the counting window did not "
+                f"close' >> {d}/problems.txt",
+                f"stop $BPF bpftrace {d}/problems.txt",
+                f'if [ -n "$LATC" ]; then stop $LATP "$LAT funclatency" {d}/problems.txt; fi',
             ]
     return "\n".join(lines) + "\n"
 
@@ -470,6 +523,9 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
                                                "buckets": bt_hist}
     if "Attaching" not in probe_out:
         problems.append("the probe did not attach: " + probe_out.strip()[:200])
+    elif "@on:" not in probe_out:
+        # The gate's map is always printed at exit: without it, no map was.
+        problems.append("bpftrace printed no maps at exit")
     try:
         if schedstat:
             metrics.update(parsers.schedstat_delta(_read(d, "schedstat-before.txt"),
@@ -516,7 +572,8 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
     facts = guest_facts(tmp)
     setting = dict(setting, release=facts.release,
                    probe_tool=f"bpftrace/{facts.attach or '?'}",
-                   latency_tool=facts.latency_tool, probes=sorted(facts.probes_used))
+                   latency_tool=facts.latency_tool, probes=sorted(facts.probes_used),
+                   accel=extra.get("accel", ""))
     out_dir = results_dir(label)
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("run-*.json"):
@@ -556,10 +613,57 @@ def report(label: str, runs: List[dict]) -> None:
     say(f"  results in {results_dir(label)}: {len(runs) - bad} complete, {bad} incomplete")
 
 
+# What a complete run of each probe must have produced (integration check).
+EXPECTED_METRICS = {
+    "swb": ("should_we_balance calls per s", "idle_cpu probes in should_we_balance per s",
+            "idle_cpu probes per should_we_balance call",
+            "should_we_balance mean time (bpftrace)"),
+    "lb": ("sched_balance_rq busy calls", "sched_balance_rq idle calls",
+           "sched_balance_rq newidle calls"),
+    "migrate": ("migrations per s",),
+    "latency": ("should_we_balance mean time (funclatency)",),
+}
+
+
+def check_runs(runs: List[dict], probes: Sequence[str]) -> List[str]:
+    """Problems with a plan's results: incomplete runs, probes or metrics missing,
+    values that are not finite, counts that stayed at zero."""
+    import math
+    problems = []
+    for r in runs:
+        name = f"{r['workload']} #{r['run']}"
+        if not r["complete"]:
+            problems.append(f"{name}: incomplete: {'; '.join(r['problems'])}")
+            continue
+        used = r["setting"].get("probes", [])
+        metrics = r["metrics"]
+        for p in probes:
+            if p not in used:
+                problems.append(f"{name}: probe {p} was not used")
+                continue
+            for m in EXPECTED_METRICS.get(p, ()):
+                if m not in metrics:
+                    problems.append(f"{name}: no {m!r}")
+        if not any(m.startswith("balance ") for m in metrics):
+            problems.append(f"{name}: no /proc/schedstat balance counts")
+        if "cpu busy" not in metrics:
+            problems.append(f"{name}: no CPU busy % from /proc/stat")
+        for m, v in metrics.items():
+            if not math.isfinite(v["value"]):
+                problems.append(f"{name}: {m} = {v['value']}")
+        for m in ("should_we_balance calls per s", "migrations per s"):
+            if m in metrics and metrics[m]["value"] <= 0:
+                problems.append(f"{name}: {m} is zero")
+    return problems
+
+
 def estimate_seconds(plan: Sequence[Workload], runs: int, secs: int, accel: str = "tcg") -> float:
     """A rough duration of a plan, for progress and the VM's time limit."""
-    per = {True: secs + 25, False: 60 if accel == "tcg" else 20}
-    return 60 + sum(per[w.timed] for w in plan) * runs
+    # Under TCG (one thread) a run costs about 25 s besides the workload:
+    # bpftrace attaching, bcc compiling, the counting window's handshakes;
+    # the tools' trials before the first run about a minute.
+    per = {True: secs + (25 if accel == "tcg" else 10), False: 35 if accel == "tcg" else 20}
+    return 90 + sum(per[w.timed] for w in plan) * runs
 
 
 class Progress:
@@ -621,8 +725,15 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: List[Workl
     res = None
     try:
         with Progress(tmp, plan, runs, secs):
-            res = vm.boot(image, topo, f"bash {script} {tmp}", timeout=timeout, rwdirs=[tmp],
-                          online=online)
+            # The guest's own output goes to a file beside the runs' (kept).
+            # One host thread for all vCPUs: attaching the probes patches
+            # kernel text, which multi-threaded TCG does not survive (vm.py).
+            res = vm.boot(image, topo, f"bash {script} {tmp} > {tmp}/guest.log 2>&1 "
+                          "< /dev/null", timeout=timeout, rwdirs=[tmp], online=online,
+                          tcg_single=True)
+        (tmp / "console.txt").write_text(res.output)
+        if res.returncode != 0 and ("Kernel panic" in res.output or "BUG:" in res.output):
+            say(f"  the guest kernel crashed: see {tmp / 'console.txt'}")
     finally:
         # Also on a timeout or Ctrl-C (the VM is stopped by then): keep what ran.
         extra = {"accel": res.accel if res else "?", "vm_exit": res.returncode if res else None,
