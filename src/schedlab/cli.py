@@ -320,6 +320,15 @@ def cmd_ab(args) -> int:
                     continue
                 measure_in_vm(args, tree, variant, label, plan, probes, key=key,
                               result=built[variant])
+            if variant == "base" and args.latency_tool == "auto":
+                # The same latency tool on both sides: auto's choice depends on
+                # how fast bcc starts, i.e. on the machine's load at the time.
+                used = comparemod.setting(comparemod.load_runs(
+                    measuremod.results_dir(label)), "latency_tool")
+                tool = json.loads(next(iter(used))) if len(used) == 1 else None
+                if tool in measuremod.LATENCY_TOOLS[1:]:
+                    args.latency_tool = tool
+                    say(f"  patched will use the latency tool base used: {args.latency_tool}")
         with st.stage("compare"):
             out = measuremod.results_dir(prefix)
             a_dir = measuremod.results_dir(labels["base"])
@@ -418,8 +427,8 @@ def cmd_test(args) -> int:
                 if not run_kunit_on(args, tree, result.image, name, online):
                     failed.append(f"KUnit {name}")
         with st.stage("build patched/probe + measurement series"):
-            args.config, args.measure, args.variant, args.no_build = "probe", True, "patched", \
-                False
+            args.config, args.measure, args.variant = "probe", True, "patched"
+            args.no_build, args.arch = False, None
             probe_build = _built(args, tree)
         with st.stage(f"measure integration ({INTEGRATION['topology']}, "
                       f"{INTEGRATION['plan']})"):

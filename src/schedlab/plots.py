@@ -164,7 +164,11 @@ def render(data: dict, folder: Path) -> List[Path]:
     for h in data["histograms"]:
         w, tool, unit = h["workload"], h["tool"], h["unit"]
         ha, hb = dict(h["a"]), dict(h["b"])
-        lows = sorted(set(ha) | set(hb))
+        lows = sorted(lo for lo in set(ha) | set(hb) if ha.get(lo) or hb.get(lo))
+        if not lows:
+            continue
+        # Every log2 bucket between the first and last non-empty one.
+        lows = sorted(lo for lo in set(ha) | set(hb) if lows[0] <= lo <= lows[-1])
         fig, ax = plt.subplots(figsize=(7, 3.8))
         for hist, name, color in ((ha, a_name, "#8c8c8c"), (hb, b_name, "#2a6fbb")):
             n = sum(hist.values())
