@@ -230,8 +230,8 @@ def cmd_measure(args) -> int:
     plan, probes = _measure_plan(args)
     if args.vm and args.host:
         raise LabError("measure: --vm or --host, not both")
-    _check_tools(plan, probes, args.latency_tool)
     if args.host:
+        _check_tools(plan, probes, args.latency_tool)
         import platform
         conf = measuremod.running_config()
         setting = {"topology": measuremod.host_topology(),
@@ -241,6 +241,8 @@ def cmd_measure(args) -> int:
         runs = measuremod.measure_host(args.label, plan, args.runs, args.seconds, setting,
                                        args.timeout, probes, args.attach, args.latency_tool)
     else:
+        deps.setup()
+        _check_tools(plan, probes, args.latency_tool)
         runs = measure_in_vm(args, _tree(args), args.variant or "patched", args.label, plan,
                              probes)
     return 1 if any(not r["complete"] for r in runs) else 0
@@ -296,10 +298,12 @@ def cmd_ab(args) -> int:
     """Base vs patched in the VM: builds, the plan on both, the table and plots."""
     st = Stages()
     plan, probes = _measure_plan(args)
-    _check_tools(plan, probes, args.latency_tool)
     prefix = args.label or f"ab-{args.topology}"
     labels = {v: f"{prefix}-{v}" for v in ("base", "patched")}
     try:
+        with st.stage("setup"):
+            deps.setup()
+            _check_tools(plan, probes, args.latency_tool)
         with st.stage("fetch"):
             tree = _tree(args)
             say(f"  base: {tree.description}")
@@ -355,6 +359,7 @@ def cmd_run(args) -> int:
     try:
         with st.stage("setup"):
             deps.setup()
+            _check_tools(plan, probes, args.latency_tool)
         with st.stage("fetch"):
             tree = _tree(args)
             say(f"  base: {tree.description}")

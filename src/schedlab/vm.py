@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from . import topology as topomod
-from .deps import venv_bin
+from .deps import ensure_venv, venv_bin
 from .util import LabError, fmt_secs, kill_group, log_dir, say, work_dir
 
 KVM_PROBE_TIMEOUT = 40
@@ -72,6 +72,7 @@ def _boot_id() -> str:
 
 
 def _spawn(args: List[str], timeout: float, log: Path) -> VmResult:
+    ensure_venv()   # virtme-ng lives in the project venv (a fresh clone has none yet)
     start = time.monotonic()
     with open(log, "a") as f:
         f.write(f"\n$ {shlex.join(args)}\n")
