@@ -294,6 +294,9 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "MOUNTED=; if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev "
         "/sys/kernel/tracing 2>/dev/null; then MOUNTED=1; fi",
         'uname -r > "$OUT/uname.txt"',
+        # For telling boots apart afterwards (under TCG the clocksource can differ).
+        'dmesg > "$OUT/dmesg.txt" 2>/dev/null; cat /sys/devices/system/clocksource/'
+        'clocksource0/current_clocksource > "$OUT/clocksource.txt" 2>/dev/null',
         '{ bpftrace --version; stress-ng --version; dpkg-query -W -f \'${Package} '
         '${Version}\\n\' bpftrace bpfcc-tools libbpf-tools stress-ng rt-tests linux-perf '
         'dbench; } > "$OUT/versions.txt" 2>&1',
