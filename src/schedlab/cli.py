@@ -354,12 +354,11 @@ def cmd_ab(args) -> int:
 
 
 def cmd_run(args) -> int:
-    """The main job (until the measurement harness lands): fetch to topology check."""
+    """Build and boot: fetch to topology check."""
     st = Stages()
     try:
         with st.stage("setup"):
             deps.setup()
-            _check_tools(plan, probes, args.latency_tool)
         with st.stage("fetch"):
             tree = _tree(args)
             say(f"  base: {tree.description}")

@@ -38,11 +38,8 @@ def _pyplot():
 
 
 def _have_matplotlib() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    import importlib.util
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _other_python() -> str:
