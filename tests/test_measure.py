@@ -27,6 +27,8 @@ def test_guest_script_runs_every_workload_with_the_probe():
                                             "gate off stopped"))
     assert on < run < off
     assert 'comm == "schedlab-on"' in text and "cat $PD/gate.bt >> $PD/probe.bt" in text
+    # The gate goes last, also after the bpftrace latency fallback's lines.
+    assert text.index("cat $PD/gate.bt >> $PD/probe.bt") > text.index("LAT=bpftrace")
 
 
 def test_guest_script_is_valid_bash():

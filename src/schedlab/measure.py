@@ -1,10 +1,11 @@
 """Measurement runs, in the lab VM or on the machine itself: one JSON per run.
 
 One guest script runs a whole plan (one boot in the VM, one process group on
-the host).  For every run it snapshots /proc/schedstat and /proc/stat,
-starts the probes, runs the workload under a time limit, stops the probes and
-snapshots again, writing raw outputs into one folder per run (shared
-read-write with the host when in the VM).  The host parses them
+the host).  For every run it starts the probes, opens the counting window,
+snapshots /proc/schedstat and /proc/stat, runs the workload under a time
+limit, snapshots again, closes the window and stops the probes, writing raw
+outputs into one folder per run (shared read-write with the host when in
+the VM).  The host parses them
 (parsers.py) into results/LABEL/run-WORKLOAD-N.json.
 
 Counts (should_we_balance() calls, idle_cpu() probes made inside it,
@@ -117,8 +118,10 @@ def bpftrace_script(probe: str, attach: str) -> str:
 # The counting window: the guest execs a copy of /bin/true named schedlab-on
 # right before the workload and schedlab-off right after it; the probes count
 # only in between.  The gate prints a line when it switches, and the guest
-# waits for that line, so the window is known to be open (all probes are
-# attached by then: bpftrace attaches in program order, the gate comes last).
+# waits for that line, so the window is known to be open.  The gate comes
+# last in the program; that the other probes are attached by then relies on
+# bpftrace attaching in program order (not checked beyond the counts of
+# every run so far being there).
 GATE_BT = "\n".join([
     'tracepoint:sched:sched_process_exec /comm == "schedlab-on"/ { @on = 1; '
     'printf("schedlab: counting\\n"); }',
@@ -133,7 +136,7 @@ GATE_BT = "\n".join([
 @dataclass(frozen=True)
 class Workload:
     name: str
-    command: str        # bash; may use $NCPU (CPUs online), $SECS, $G (groups), $CG
+    command: str        # bash; may use $NCPU (CPUs online), $SECS
     parser: str
     tools: tuple        # binaries it needs
     what: str
@@ -345,7 +348,6 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "    fi",
         "  done",
         "fi",
-        "cat $PD/gate.bt >> $PD/probe.bt",
         '[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent '
         '(CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"',
     ]
@@ -384,6 +386,8 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "  done",
         "fi",
         'echo $LAT > "$OUT/latency-tool.txt"',
+        # Last, after the bpftrace latency fallback may have added its lines.
+        "cat $PD/gate.bt >> $PD/probe.bt",
         # Unbuffered: the "Tracing" line must reach the file while the tool runs.
         # bash starts background jobs with SIGINT ignored, and Python keeps it
         # ignored: bcc's funclatency would never print its histogram.

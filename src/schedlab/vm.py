@@ -44,7 +44,7 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
     tcg_single: under TCG, run all vCPUs in one host thread.  Needed when the
     guest patches its own text while other vCPUs run it (bpftrace attaching
     fentry or kprobes): with multi-threaded TCG a 7.3 guest here jumps to
-    address 0 at the patched call sites within seconds (measure.py).
+    address 0 at the patched call sites within seconds (README, "Measuring").
     """
     args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
             "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
