@@ -172,3 +172,34 @@ def test_check_runs_wants_every_metric():
     assert any("incomplete" in p for p in m.check_runs([_run(good, complete=False)], ["swb"]))
     nan = dict(good, **{"cpu busy": float("nan")})
     assert any("cpu busy = nan" in p for p in m.check_runs([_run(nan)], ["swb"]))
+
+
+def test_merge_boots_pools_runs_with_their_boot(tmp_path, monkeypatch):
+    from schedlab import cli
+    monkeypatch.setattr(m, "results_dir", lambda label: tmp_path / "results" / label)
+    for boot in range(2):
+        raw = tmp_path / f"raw{boot}"
+        raw.mkdir()
+        for name, text in (("uname.txt", "7.3.4\n"), ("attach.txt", "kfunc\n"),
+                           ("latency-tool.txt", "bpftrace\n"), ("probes-used.txt", "swb\n")):
+            (raw / name).write_text(text)
+        for i in range(2):
+            base = tmp_path / f"b{boot}{i}"
+            base.mkdir()
+            d = make_run(base, "Attaching 3 probes...\n@on: 0\n"
+                         f"@swb_calls: {10 * boot + i + 1}\n")
+            d.rename(raw / f"stress-50-{i}")
+        m.collect(f"ab-base/boot-{boot}", raw, m.plan_workloads("stress-50"), 2,
+                  {"topology": "x"}, {"key": "k"})
+    stale = tmp_path / "results" / "ab-base" / "run-stress-50-9.json"
+    stale.write_text("{}")
+    runs = cli.merge_boots("ab-base", 2, "k2")
+    assert [(r["boot"], r["run"]) for r in runs] == [(0, 0), (0, 1), (1, 2), (1, 3)]
+    assert not stale.exists()
+    top = tmp_path / "results" / "ab-base"
+    assert sorted(p.name for p in top.glob("run-*.json")) == [
+        f"run-stress-50-{i}.json" for i in range(4)]
+    import json
+    meta = json.loads((top / "plan.json").read_text())
+    assert meta["runs"] == 4 and meta["boots"] == 2 and meta["key"] == "k2"
+    assert all(r["label"] == "ab-base" for r in runs)

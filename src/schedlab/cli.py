@@ -181,9 +181,18 @@ def run_kunit_on(args, tree: source.Tree, image: Path, topology: str,
     say(res.summary.rstrip())
     table = kunitmod.probe_table(res.rows)
     if table:
-        say("  should_we_balance() idle-state probes per balance pass "
-            "(mean over seeded patterns):")
+        say("  should_we_balance() idle-state probes per balance pass, upstream (v7.3 "
+            "model) vs this kernel (mean over seeded patterns):")
         say(table)
+        calls = kunitmod.call_table(res.calls)
+        if calls:
+            say("  idle-state probes per call, every level and dst of the comparison "
+                "patterns:")
+            say(calls)
+        if any("upstream_pass_probes" in r.fields for r in res.rows):
+            say("  targets (issue 5, fewer probes per pass than upstream):")
+            for line in kunitmod.check_targets(res.rows):
+                say(f"    {line}")
     say(f"  KUnit on {topology}: {res.passed} passed, {res.failed} failed, "
         f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
         f"(console: {res.log})")
@@ -294,10 +303,48 @@ def _reusable(label: str, key: str, plan, runs: int) -> bool:
             and all(r.get("complete") for r in done))
 
 
+def _pin_latency_tool(args, base_label: str) -> None:
+    """The same latency tool on both sides: auto's choice depends on how fast
+    bcc starts, i.e. on the machine's load at the time."""
+    used = comparemod.setting(comparemod.load_runs(measuremod.results_dir(base_label)),
+                              "latency_tool")
+    tool = json.loads(next(iter(used))) if len(used) == 1 else None
+    if tool in measuremod.LATENCY_TOOLS[1:]:
+        args.latency_tool = tool
+        say(f"  the next measurements use the latency tool base used: {args.latency_tool}")
+
+
+def merge_boots(label: str, boots: int, key: str) -> List[dict]:
+    """results/LABEL/boot-K/ (one per boot) pooled into results/LABEL/: runs
+    numbered on across boots, each with its boot number."""
+    out = measuremod.results_dir(label)
+    for old in out.glob("run-*.json"):
+        old.unlink()
+    merged, plan_meta = [], None
+    for boot in range(boots):
+        folder = out / f"boot-{boot}"
+        meta = json.loads((folder / "plan.json").read_text())
+        plan_meta = plan_meta or meta
+        for run in comparemod.load_runs(folder):
+            run = dict(run, boot=boot, run=boot * meta["runs"] + run["run"], label=label)
+            (out / f"run-{run['workload']}-{run['run']}.json").write_text(
+                json.dumps(run, indent=1) + "\n")
+            merged.append(run)
+    (out / "plan.json").write_text(json.dumps(
+        {"plan": plan_meta["plan"], "runs": plan_meta["runs"] * boots, "boots": boots,
+         "setting": plan_meta["setting"], "key": key}, indent=1) + "\n")
+    bad = sum(1 for r in merged if not r.get("complete"))
+    say(f"  results/{label}: {len(merged)} runs from {boots} boots pooled"
+        + (f", {bad} incomplete" if bad else ""))
+    return merged
+
+
 def cmd_ab(args) -> int:
     """Base vs patched in the VM: builds, the plan on both, the table and plots."""
     st = Stages()
     plan, probes = _measure_plan(args)
+    if args.boots < 1:
+        raise LabError(f"ab: --boots must be 1 or more, not {args.boots}")
     prefix = args.label or f"ab-{args.topology}"
     labels = {v: f"{prefix}-{v}" for v in ("base", "patched")}
     try:
@@ -312,27 +359,34 @@ def cmd_ab(args) -> int:
             with st.stage(f"build {variant} (probe config + measurement series)"):
                 args.config, args.measure, args.variant = "probe", True, variant
                 built[variant] = _built(args, tree)
-        for variant in ("base", "patched"):
-            key = json.dumps([built[variant].commit, built[variant].release, args.topology,
-                              args.seconds, probes, args.attach, args.latency_tool,
-                              args.online], sort_keys=True)
-            label = labels[variant]
-            with st.stage(f"measure {variant} on {args.topology}"):
-                if _reusable(label, key, plan, args.runs) and not args.fresh:
-                    say(f"  results/{label} already holds this plan on this build: reused "
-                        "(--fresh measures again)")
-                    continue
-                measure_in_vm(args, tree, variant, label, plan, probes, key=key,
-                              result=built[variant])
-            if variant == "base" and args.latency_tool == "auto":
-                # The same latency tool on both sides: auto's choice depends on
-                # how fast bcc starts, i.e. on the machine's load at the time.
-                used = comparemod.setting(comparemod.load_runs(
-                    measuremod.results_dir(label)), "latency_tool")
-                tool = json.loads(next(iter(used))) if len(used) == 1 else None
-                if tool in measuremod.LATENCY_TOOLS[1:]:
-                    args.latency_tool = tool
-                    say(f"  patched will use the latency tool base used: {args.latency_tool}")
+        keys = {v: json.dumps([built[v].commit, built[v].release, args.topology,
+                               args.seconds, probes, args.attach, args.latency_tool,
+                               args.online] + ([args.boots] if args.boots > 1 else []),
+                              sort_keys=True) for v in ("base", "patched")}
+        todo = [v for v in ("base", "patched")
+                if args.fresh or not _reusable(labels[v], keys[v], plan, args.runs * args.boots)]
+        for v in ("base", "patched"):
+            if v not in todo:
+                say(f"  results/{labels[v]} already holds this plan on this build: reused "
+                    "(--fresh measures again)")
+        if "base" not in todo and args.latency_tool == "auto":
+            _pin_latency_tool(args, labels["base"])
+        # Boots interleaved, base then patched in each, so that the spread
+        # between boots is in both sides' runs and the significance rule sees it.
+        for boot in range(args.boots):
+            for variant in todo:
+                label = labels[variant] if args.boots == 1 else \
+                    f"{labels[variant]}/boot-{boot}"
+                name = f"measure {variant} on {args.topology}" + \
+                    (f", boot {boot + 1} of {args.boots}" if args.boots > 1 else "")
+                with st.stage(name):
+                    measure_in_vm(args, tree, variant, label, plan, probes,
+                                  key=keys[variant], result=built[variant])
+                if variant == "base" and args.latency_tool == "auto":
+                    _pin_latency_tool(args, label)
+        if args.boots > 1:
+            for variant in todo:
+                merge_boots(labels[variant], args.boots, keys[variant])
         with st.stage("compare"):
             out = measuremod.results_dir(prefix)
             a_dir = measuremod.results_dir(labels["base"])
@@ -566,6 +620,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--label", help="results prefix (default ab-TOPOLOGY)")
     s.add_argument("--fresh", action="store_true", help="measure again even when results "
                                                          "of the same plan and builds exist")
+    s.add_argument("--boots", type=int, default=1, metavar="N",
+                   help="spread the runs over N boots per kernel, base and patched "
+                        "interleaved (--runs per boot; default 1)")
     s.set_defaults(func=cmd_ab)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")

@@ -31,6 +31,7 @@ DEFAULT_TOPOLOGY = "2x12x8"
 DEFAULT_ONLINE = 2
 
 PROBE_LINE = re.compile(r"swb-probes: (.*)$")
+CALLS_LINE = re.compile(r"swb-calls: (.*)$")
 
 
 def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
@@ -74,18 +75,109 @@ def parse_probe_lines(console: str) -> List[ProbeRow]:
     return rows
 
 
+def parse_call_lines(console: str) -> List[Dict[str, str]]:
+    """The suite's 'swb-calls: key=value ...' lines (per-call totals of the
+    comparison with upstream), in order."""
+    out = []
+    for line in console.splitlines():
+        m = CALLS_LINE.search(line)
+        if m:
+            out.append(dict(item.split("=", 1) for item in m.group(1).split() if "=" in item))
+    return out
+
+
+def call_table(lines: List[Dict[str, str]]) -> str:
+    """Mean and max idle-state probes per call, upstream vs this kernel (Markdown)."""
+    out = ["| fixture | patterns | calls | upstream probes/call | probes/call | fewer by | "
+           "max/call (upstream) | stale env->idle probes/call (max) |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for f in lines:
+        try:
+            calls = int(f["calls"])
+            ours, up, stale = (int(f["probes"]) / calls, int(f["upstream_probes"]) / calls,
+                               int(f["stale_probes"]) / calls)
+        except (KeyError, ValueError, ZeroDivisionError):
+            continue
+        out.append(f"| {f.get('fixture', '?')} | {f.get('patterns', '')} | {calls} | "
+                   f"{up:.2f} | {ours:.2f} | {_fmt_ratio(up / ours if ours else None)} | "
+                   f"{f.get('max_call_probes', '')} ({f.get('upstream_max_call_probes', '')}) | "
+                   f"{stale:.2f} ({f.get('stale_max_call_probes', '')}) |")
+    return "\n".join(out) if len(out) > 2 else ""
+
+
+# The issue's targets: fewer probes per balance pass than upstream, by at least
+# this factor (fixture, busy %) -> factor.
+PROBE_TARGETS = {
+    ("smt8-2x12x8", 100): 6.0,
+    ("smt8-2x12x8", 90): 3.5,
+    ("smt8-2x12x8", 50): 1.5,
+    ("smt4-2x12x4", 100): 4.0,
+    ("smt2-x86-2x16x2", 100): 4.0,
+}
+
+
+def _num(fields: Dict[str, str], key: str) -> Optional[int]:
+    try:
+        return int(fields[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def probe_ratio(row: ProbeRow) -> Optional[float]:
+    """Upstream probes per pass / this kernel's (None without both)."""
+    ours, up = _num(row.fields, "pass_probes"), _num(row.fields, "upstream_pass_probes")
+    if ours is None or up is None:
+        return None
+    if ours == 0:
+        return float("inf") if up else 1.0
+    return up / ours
+
+
+def _fmt_ratio(x: Optional[float]) -> str:
+    if x is None:
+        return ""
+    return "inf" if x == float("inf") else f"{x:.2f}x"
+
+
 def probe_table(rows: List[ProbeRow]) -> str:
-    """Per-pass probe table, one row per fixture and busy level (Markdown)."""
+    """Per-pass probe table, upstream vs this kernel, one row per fixture and busy level."""
     if not rows:
         return ""
-    out = ["| fixture | busy % | probes/pass | calls/pass | max probes/call | per level |",
-           "|---|---:|---:|---:|---:|---|"]
+    out = ["| fixture | busy % | upstream probes/pass | probes/pass | fewer by | calls/pass | "
+           "max probes/call (upstream) | per level (upstream) |",
+           "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         f = r.fields
-        out.append(f"| {r.fixture} | {r.busy} | {f.get('pass_probes', '')} | "
-                   f"{f.get('pass_calls', '')} | {f.get('max_call_probes', '')} | "
-                   f"{f.get('levels', '').replace(',', ' ')} |")
+        up_max = f.get("upstream_max_call_probes")
+        levels = f.get("levels", "").replace(",", " ")
+        if f.get("upstream_levels"):
+            levels += f" ({f['upstream_levels'].replace(',', ' ')})"
+        out.append(f"| {r.fixture} | {r.busy} | {f.get('upstream_pass_probes', '')} | "
+                   f"{f.get('pass_probes', '')} | {_fmt_ratio(probe_ratio(r))} | "
+                   f"{f.get('pass_calls', '')} | {f.get('max_call_probes', '')}"
+                   f"{f' ({up_max})' if up_max else ''} | {levels} |")
     return "\n".join(out)
+
+
+def check_targets(rows: List[ProbeRow]) -> List[str]:
+    """One line per target and per row costlier than upstream; 'MISSED' marks a miss."""
+    out = []
+    by_key = {(r.fixture, r.busy): r for r in rows}
+    for (fixture, busy), want in PROBE_TARGETS.items():
+        r = by_key.get((fixture, busy))
+        got = probe_ratio(r) if r else None
+        if got is None:
+            out.append(f"{fixture} {busy}% busy: no upstream comparison in the output (MISSED)")
+            continue
+        verdict = "met" if got >= want else "MISSED"
+        out.append(f"{fixture} {busy}% busy: {_fmt_ratio(got)} fewer probes per pass, "
+                   f"target >= {want:g}x: {verdict}")
+    for r in rows:
+        ours, up = _num(r.fields, "pass_probes"), _num(r.fields, "upstream_pass_probes")
+        if ours is not None and up is not None and ours > up:
+            out.append(f"{r.fixture} {r.busy}% busy: {ours} probes per pass, more than "
+                       f"upstream's {up} (MISSED)")
+    return out
 
 
 @dataclass
@@ -96,6 +188,7 @@ class KunitResult:
     skipped: int
     summary: str
     rows: List[ProbeRow]
+    calls: List[Dict[str, str]]
     log: Path
     seconds: float
     accel: str
@@ -154,4 +247,5 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
             hint += " (the kernel panicked)"
         say(f"  {hint}; console: {log}")
     return KunitResult(ok, passed, failed, skipped, parsed.stdout + parsed.stderr,
-                       parse_probe_lines(console), log, took, accel)
+                       parse_probe_lines(console), parse_call_lines(console), log, took,
+                       accel)

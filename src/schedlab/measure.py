@@ -712,7 +712,8 @@ class Progress:
 
 
 def _tmp_dir(label: str) -> Path:
-    tmp = work_dir() / "measure" / f"{label}-{time.strftime('%Y%m%dT%H%M%S')}"
+    flat = label.replace("/", "-")
+    tmp = work_dir() / "measure" / f"{flat}-{time.strftime('%Y%m%dT%H%M%S')}"
     tmp.mkdir(parents=True)
     return tmp
 
@@ -723,7 +724,7 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: List[Workl
                latency_tool: str = "auto", online: Optional[int] = None,
                key: str = "") -> List[dict]:
     tmp = _tmp_dir(label)
-    script = vm.guest_script(f"measure-{label}.sh",
+    script = vm.guest_script(f"measure-{label.replace('/', '-')}.sh",
                              guest_script(plan, runs, secs, probes, attach, latency_tool))
     est = estimate_seconds(plan, runs, secs)
     timeout = max(timeout, 3 * est)
