@@ -325,11 +325,11 @@ def merge_boots(label: str, boots: int, key: str) -> List[dict]:
         folder = out / f"boot-{boot}"
         meta = json.loads((folder / "plan.json").read_text())
         plan_meta = plan_meta or meta
-        for run in comparemod.load_runs(folder):
-            run = dict(run, boot=boot, run=boot * meta["runs"] + run["run"], label=label)
-            (out / f"run-{run['workload']}-{run['run']}.json").write_text(
-                json.dumps(run, indent=1) + "\n")
-            merged.append(run)
+        for one in comparemod.load_runs(folder):
+            one = dict(one, boot=boot, run=boot * meta["runs"] + one["run"], label=label)
+            (out / f"run-{one['workload']}-{one['run']}.json").write_text(
+                json.dumps(one, indent=1) + "\n")
+            merged.append(one)
     (out / "plan.json").write_text(json.dumps(
         {"plan": plan_meta["plan"], "runs": plan_meta["runs"] * boots, "boots": boots,
          "setting": plan_meta["setting"], "key": key}, indent=1) + "\n")
