@@ -203,3 +203,13 @@ def test_merge_boots_pools_runs_with_their_boot(tmp_path, monkeypatch):
     meta = json.loads((top / "plan.json").read_text())
     assert meta["runs"] == 4 and meta["boots"] == 2 and meta["key"] == "k2"
     assert all(r["label"] == "ab-base" for r in runs)
+
+
+def test_selftest_verdict():
+    from schedlab import cli
+    tap = "# Totals: pass:3 fail:0 xfail:0 xpass:0 skip:0 error:0\n"
+    assert cli.selftest_verdict(tap, "0") == (True, "3 passed, 0 failed, 0 skipped, 0 errors")
+    skipped = "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:3 error:0\n"
+    assert not cli.selftest_verdict(skipped, "0")[0]
+    assert not cli.selftest_verdict(tap, "1")[0]
+    assert "no kselftest totals" in cli.selftest_verdict("Kernel panic", "")[1]

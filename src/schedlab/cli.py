@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import signal
+import subprocess
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import build as buildmod
 from . import deps, series, source
@@ -22,7 +24,7 @@ from . import kunit as kunitmod
 from . import measure as measuremod
 from . import topology as topomod
 from . import vm
-from .util import LabError, Stages, eprint, run, say
+from .util import LabError, Stages, eprint, run, say, work_dir
 
 CHECK_MARK = "@@schedlab-topology-end@@"
 DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
@@ -197,6 +199,12 @@ def run_kunit_on(args, tree: source.Tree, image: Path, topology: str,
         f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
         f"(console: {res.log})")
     return res.ok
+
+
+def cmd_selftest(args) -> int:
+    tree = _tree(args)
+    result = _built(args, tree)
+    return 0 if run_selftest(args, tree, result.image) else 1
 
 
 def cmd_kunit(args) -> int:
@@ -429,6 +437,66 @@ def cmd_run(args) -> int:
         say(st.summary())
 
 
+# The kselftest of the series the test command runs, and where: (topology, program).
+SELFTEST = ("smt4", "newidle_gate_test")
+
+
+def build_selftest(tree: source.Tree, program: str) -> Optional[Path]:
+    """tools/testing/selftests/sched/PROGRAM of the tree, built into work/
+    (None when the tree has no such test)."""
+    src = tree.path / "tools/testing/selftests/sched"
+    if not (src / f"{program}.c").is_file():
+        return None
+    out = work_dir() / "selftests" / "sched"
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(["make", "-C", str(src), f"OUTPUT={out}", str(out / program)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise LabError(f"building the kselftest {program} failed:\n"
+                       + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return out / program
+
+
+_TAP_TOTALS = re.compile(r"# Totals: pass:(\d+) fail:(\d+) xfail:(\d+) xpass:(\d+) "
+                         r"skip:(\d+) error:(\d+)")
+
+
+def selftest_verdict(tap: str, status: str) -> Tuple[bool, str]:
+    """ok when the program exited 0 and every test passed: a skip is a
+    failure here, since the lab kernel has what the test needs."""
+    m = _TAP_TOTALS.search(tap)
+    if not m:
+        return False, f"no kselftest totals in the output (exit status {status or '?'})"
+    passed, failed, _, _, skipped, errors = map(int, m.groups())
+    text = f"{passed} passed, {failed} failed, {skipped} skipped, {errors} errors"
+    ok = status == "0" and passed > 0 and not (failed or skipped or errors)
+    return ok, text + (f", exit status {status or '?'}" if status != "0" else "")
+
+
+def run_selftest(args, tree: source.Tree, image: Path) -> bool:
+    """The series' kselftest in the lab VM; its TAP output is kept in work/."""
+    topology, program = SELFTEST
+    binary = build_selftest(tree, program)
+    if binary is None:
+        say(f"  the tree has no tools/testing/selftests/sched/{program}.c: skipped")
+        return True
+    out = binary.parent / "run"
+    out.mkdir(exist_ok=True)
+    for f in ("tap.txt", "status.txt"):
+        (out / f).unlink(missing_ok=True)
+    cmd = f"{shlex.quote(str(binary))} > {out}/tap.txt 2>&1; echo $? > {out}/status.txt"
+    vm.boot(image, topomod.parse_topology(topology), cmd, online=args.online,
+            memory_mib=args.memory, timeout=args.timeout, rwdirs=[out])
+    tap = (out / "tap.txt").read_text(errors="replace") if (out / "tap.txt").is_file() else ""
+    status = (out / "status.txt").read_text().strip() if (out / "status.txt").is_file() else ""
+    for line in tap.splitlines():
+        if line.startswith(("ok ", "not ok ", "#      ", "# newly")) or "newly idle" in line:
+            say(f"  {line}")
+    ok, text = selftest_verdict(tap, status)
+    say(f"  {program}: {text} (TAP: {out / 'tap.txt'})")
+    return ok
+
+
 # The measurement harness's integration test: a short plan, every probe.
 INTEGRATION = {"topology": "smt4", "plan": "stress-50", "seconds": 3}
 
@@ -484,6 +552,9 @@ def cmd_test(args) -> int:
             with st.stage(f"KUnit on {name}"):
                 if not run_kunit_on(args, tree, result.image, name, online):
                     failed.append(f"KUnit {name}")
+        with st.stage(f"kselftest sched/{SELFTEST[1]} on {SELFTEST[0]}"):
+            if not run_selftest(args, tree, result.image):
+                failed.append("kselftest")
         with st.stage("build patched/probe + measurement series"):
             args.config, args.measure, args.variant = "probe", True, "patched"
             args.no_build, args.arch = False, None
@@ -494,7 +565,7 @@ def cmd_test(args) -> int:
                 failed.append("measure integration")
     finally:
         say(st.summary())
-    passed = len(args.topology) + len(KUNIT_RUNS) + 4 - len(failed)
+    passed = len(args.topology) + len(KUNIT_RUNS) + 5 - len(failed)
     if failed:
         say(f"failed stages: {', '.join(failed)}")
     say(f"test: {passed} passed, {len(failed)} failed")
@@ -615,6 +686,10 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--headline", action="store_true",
                    help="only the headline metrics (the rows 'ab' prints)")
     s.set_defaults(func=cmd_compare)
+    s = sub.add_parser("selftest", parents=[common, buildopts, vmopts],
+                       help="the series' kselftest (tools/testing/selftests/sched/"
+                            f"{SELFTEST[1]}) in the lab VM on {SELFTEST[0]}")
+    s.set_defaults(func=cmd_selftest)
     s = sub.add_parser("ab", parents=[common, vmopts, measopts],
                        help="base vs patched in the VM: build both, run the plan, compare")
     s.add_argument("--label", help="results prefix (default ab-TOPOLOGY)")
