@@ -102,3 +102,74 @@ def test_warning_normalisation_ignores_positions():
     a = "/w/t/kernel/sched/fair.c:123:5: warning: unused variable 'x'"
     b = "../../t/kernel/sched/fair.c:130:9: warning: unused variable 'x'"
     assert s._normalize_warning(a) == s._normalize_warning(b)
+
+
+# A get_maintainer.pl stand-in: like the real one, -f fails for a file that
+# is not in the work tree; prints SCHEDULER when an F: line of ./MAINTAINERS
+# prefixes the file.
+FAKE_GET_MAINTAINER = r"""#!/usr/bin/perl
+my $file = "";
+while (@ARGV) {
+    my $a = shift @ARGV;
+    $file = shift @ARGV if $a eq "-f";
+}
+die "file '$file' not found\n" unless -e $file;
+open(my $fh, "<", "MAINTAINERS") or die;
+my $hit = 0;
+while (<$fh>) { $hit = 1 if /^F:\s+(\S+)/ && index($file, $1) == 0; }
+print $hit ? "SCHEDULER\n" : "THE REST\n";
+"""
+
+
+def _maint_repo(tmp_path):
+    import subprocess
+    from schedlab.source import Tree
+
+    def g(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    g("init", "-q")
+    g("config", "user.name", "t")
+    g("config", "user.email", "t@example.test")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "get_maintainer.pl").write_text(FAKE_GET_MAINTAINER)
+    (tmp_path / "MAINTAINERS").write_text("SCHEDULER\nF:\tkernel/sched/\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "base")
+    return g, Tree(key="t", path=tmp_path, base=g("rev-parse", "HEAD"), description="t")
+
+
+def test_maintainers_cover_reads_the_commits_own_maintainers(tmp_path):
+    g, tree = _maint_repo(tmp_path)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "t.c").write_text("int x;\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "uncovered")
+    uncovered = g("rev-parse", "HEAD")
+    assert s.maintainers_cover(tree, uncovered, []) == [
+        "tools/t.c: new file that no MAINTAINERS section covers"]
+    (tmp_path / "tools" / "u.c").write_text("int y;\n")
+    with open(tmp_path / "MAINTAINERS", "a") as f:
+        f.write("F:\ttools/\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "covered by its own MAINTAINERS line")
+    covered = g("rev-parse", "HEAD")
+    # The work tree is left at the earlier commit, as the W=1 builds of the
+    # series check leave it: the answer must not depend on that.
+    g("checkout", "-q", uncovered)
+    assert s.maintainers_cover(tree, covered, []) == []
+    g("checkout", "-q", covered)
+    assert s.maintainers_cover(tree, uncovered, []) == [
+        "tools/t.c: new file that no MAINTAINERS section covers"]
+
+
+def test_stage_with_a_failed_check_is_reported_failed(capsys):
+    from schedlab.util import Stages
+    failed = []
+    st = Stages(failed)
+    with st.stage("good"):
+        pass
+    with st.stage("bad"):
+        failed.append("bad")
+    assert [status for _, _, status in st.times] == ["ok", "failed"]
+    assert "<== bad: failed" in capsys.readouterr().out

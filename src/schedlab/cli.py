@@ -519,8 +519,8 @@ def measure_integration(args, tree: source.Tree, build: buildmod.BuildResult) ->
 
 def cmd_test(args) -> int:
     """The test command (CI): unit tests, series check, one build, boots."""
-    st = Stages()
     failed: List[str] = []
+    st = Stages(failed)
     try:
         with st.stage("setup"):
             deps.setup()

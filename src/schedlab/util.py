@@ -51,17 +51,21 @@ def say(msg: str) -> None:
 class Stages:
     """Records how long each stage took and prints a summary."""
 
-    def __init__(self) -> None:
+    def __init__(self, failed: Optional[list] = None) -> None:
+        """failed: a list the caller appends to when a check fails; a stage
+        during which it grows is reported as failed even though it returned."""
         self.times: list[tuple[str, float, str]] = []
+        self.failed = failed if failed is not None else []
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
         say(f"==> {name}")
         start = time.monotonic()
+        before = len(self.failed)
         status = "failed"
         try:
             yield
-            status = "ok"
+            status = "ok" if len(self.failed) == before else "failed"
         finally:
             took = time.monotonic() - start
             self.times.append((name, took, status))
