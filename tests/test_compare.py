@@ -68,3 +68,23 @@ def test_incomplete_runs_do_not_count(tmp_path):
 def test_missing_results(tmp_path):
     with pytest.raises(LabError, match="no results"):
         c.load_runs(tmp_path / "nope")
+
+
+def test_sweep_table_one_row_per_workload_and_arm():
+    def runs(busy, ops, ni, ns, complete=True):
+        return [{"workload": "stress-100", "complete": complete, "metrics": {
+            "cpu busy": {"value": busy, "unit": "%", "kind": "time"},
+            "stress-ng cpu bogo-ops/s": {"value": ops, "unit": "ops/s", "kind": "rate"},
+            "sched_balance_rq newidle calls": {"value": ni, "unit": "calls", "kind": "count"},
+            "sched_balance_rq newidle total time": {"value": ns, "unit": "ns",
+                                                    "kind": "time"}}}]
+    text = c.sweep_table([("default", runs(99.0, 500.0, 120.0, 3e6)),
+                          ("never", runs(98.0, 510.0, 0.0, 0.0)
+                           + runs(1, 1, 1, 1, complete=False))])
+    lines = text.splitlines()
+    assert lines[0].startswith("| workload | arm | cpu busy %")
+    assert "| stress-100 | default | 99.0 (0.0) | stress-ng cpu bogo-ops/s: 500.0 (0.0) " \
+           "ops/s | 120.0 (0.0) | 3.000 (0.0) |" in lines
+    # Incomplete runs do not count; a zero mean prints as 0.
+    assert "| stress-100 | never | 98.0 (0.0) | stress-ng cpu bogo-ops/s: 510.0 (0.0) " \
+           "ops/s | 0 (0.0) | 0 (0.0) |" in lines

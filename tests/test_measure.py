@@ -213,3 +213,88 @@ def test_selftest_verdict():
     assert not cli.selftest_verdict(skipped, "0")[0]
     assert not cli.selftest_verdict(tap, "1")[0]
     assert "no kselftest totals" in cli.selftest_verdict("Kernel panic", "")[1]
+
+
+def test_parse_knobs_accepts_name_value_and_rejects_the_rest():
+    assert m.parse_knobs(["newidle_min_avg_idle_ns=500000", "verbose=Y"]) == {
+        "newidle_min_avg_idle_ns": "500000", "verbose": "Y"}
+    assert m.parse_knobs(None) == {}
+    for bad in ("noequals", "=1", "Upper=1", "a=", "a=1;reboot", "a=$(x)", "../x=1"):
+        with pytest.raises(LabError, match="NAME=VALUE"):
+            m.parse_knobs([bad])
+    with pytest.raises(LabError, match="twice"):
+        m.parse_knobs(["a=1", "a=2"])
+
+
+def _knob_script(tmp_path, knobs, body="true"):
+    """The plan script's knob handling, run on a folder standing for debugfs."""
+    import subprocess
+    d = tmp_path / "sched"
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = ["set -u", f'OUT="{out}"', "KNOB_RESTORE=",
+             'trap \'[ -n "$KNOB_RESTORE" ] && eval "$KNOB_RESTORE"\' EXIT',
+             *m._knob_lines(knobs), body]
+    text = "\n".join(lines).replace(m.KNOB_DIR, str(d))
+    rc = subprocess.run(["bash", "-c", text], capture_output=True, text=True).returncode
+    return d, out, rc
+
+
+def test_knobs_are_written_checked_and_restored(tmp_path):
+    (tmp_path / "sched").mkdir()
+    (tmp_path / "sched" / "newidle_min_avg_idle_ns").write_text("0\n")
+    seen = tmp_path / "seen"
+    d, out, rc = _knob_script(tmp_path, {"newidle_min_avg_idle_ns": "never"},
+                              f"cat {tmp_path}/sched/newidle_min_avg_idle_ns > {seen}")
+    assert rc == 0
+    assert seen.read_text() == "never\n"                       # set during the plan
+    assert (out / "knobs.txt").read_text() == "newidle_min_avg_idle_ns=never\n"
+    assert (d / "newidle_min_avg_idle_ns").read_text() == "0\n"   # restored at exit
+    assert not (out / "knob-error.txt").exists()
+
+
+def test_a_missing_knob_stops_the_plan(tmp_path):
+    (tmp_path / "sched").mkdir()
+    ran = tmp_path / "ran"
+    d, out, rc = _knob_script(tmp_path, {"no_such_knob": "1"}, f"touch {ran}")
+    assert rc == 3 and not ran.exists()
+    assert "is not there or not writable" in (out / "knob-error.txt").read_text()
+
+
+def test_a_knob_that_reads_back_otherwise_stops_the_plan(tmp_path):
+    # A write that succeeds but does not stick (as a parser that silently
+    # truncates would): a knob file that is /dev/null.
+    (tmp_path / "sched").mkdir()
+    (tmp_path / "sched" / "k").symlink_to("/dev/null")
+    ran = tmp_path / "ran"
+    d, out, rc = _knob_script(tmp_path, {"k": "9"}, f"touch {ran}")
+    assert rc == 3 and not ran.exists()
+    assert "k: writing 9 gave " in (out / "knob-error.txt").read_text()
+
+
+def test_no_knobs_leave_an_empty_knobs_file():
+    assert m._knob_lines({}) == [': > "$OUT/knobs.txt"']
+
+
+def test_overloaded_hackbench_has_two_groups_per_cpu():
+    w = m.workload("hackbench-overload")
+    assert "-g $(( 2 * NCPU ))" in w.command and not w.timed
+
+
+def test_ab_arms_parse_and_pair():
+    from schedlab import cli
+    assert cli.parse_arms(None) == list(cli.DEFAULT_ARMS)
+    arms = cli.parse_arms(["base=base", "default=patched",
+                           "500us=patched:newidle_min_avg_idle_ns=500000",
+                           "never=patched:newidle_min_avg_idle_ns=never"])
+    assert arms[2] == cli.Arm("500us", "patched", (("newidle_min_avg_idle_ns", "500000"),))
+    pairs = [(a.name, b.name) for a, b in cli.arm_pairs(arms)]
+    assert pairs == [("base", "default"), ("base", "500us"), ("base", "never"),
+                     ("default", "500us"), ("default", "never")]
+    # Two arms: one pair, whatever their names.
+    two = cli.parse_arms(["a=base", "b=patched:x=1"])
+    assert [(a.name, b.name) for a, b in cli.arm_pairs(two)] == [("a", "b")]
+    for bad in (["x=nope"], ["x"], ["x=base"], ["x=base", "x=patched"],
+                ["a=base", "-b=patched"], ["a=base", "b=patched:novalue"]):
+        with pytest.raises(LabError):
+            cli.parse_arms(bad)

@@ -14,8 +14,9 @@ import shlex
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import build as buildmod
 from . import deps, series, source
@@ -230,21 +231,23 @@ def _check_tools(plan, probes, latency_tool: str) -> None:
 
 
 def measure_in_vm(args, tree: source.Tree, variant: str, label: str, plan, probes,
-                  key: str = "", result: Optional[buildmod.BuildResult] = None) -> List[dict]:
+                  key: str = "", result: Optional[buildmod.BuildResult] = None,
+                  knobs: Optional[Dict[str, str]] = None) -> List[dict]:
     topo = topomod.parse_topology(args.topology)
     args.config, args.measure, args.variant = "probe", True, variant
     result = result or _built(args, tree)
     setting = {"topology": topo.spec(), "config": "probe+measure",
                "arch": args.arch or "x86_64", "variant": variant,
                "kernel_tree": tree.description, "commit": result.commit,
-               "seconds": args.seconds}
+               "seconds": args.seconds, "knobs": dict(knobs or {})}
     return measuremod.measure_vm(label, result.image, topo, plan, args.runs, args.seconds,
                                  setting, args.timeout, probes, args.attach, args.latency_tool,
-                                 online=args.online, key=key)
+                                 online=args.online, key=key, knobs=knobs)
 
 
 def cmd_measure(args) -> int:
     plan, probes = _measure_plan(args)
+    knobs = measuremod.parse_knobs(args.knob)
     if args.vm and args.host:
         raise LabError("measure: --vm or --host, not both")
     if args.host:
@@ -254,14 +257,15 @@ def cmd_measure(args) -> int:
         setting = {"topology": measuremod.host_topology(),
                    "config": measuremod.host_config_key(conf) if conf else "host-config:?",
                    "arch": platform.machine(), "variant": args.variant or "host",
-                   "seconds": args.seconds}
+                   "seconds": args.seconds, "knobs": knobs}
         runs = measuremod.measure_host(args.label, plan, args.runs, args.seconds, setting,
-                                       args.timeout, probes, args.attach, args.latency_tool)
+                                       args.timeout, probes, args.attach, args.latency_tool,
+                                       knobs=knobs)
     else:
         deps.setup()
         _check_tools(plan, probes, args.latency_tool)
         runs = measure_in_vm(args, _tree(args), args.variant or "patched", args.label, plan,
-                             probes)
+                             probes, knobs=knobs)
     return 1 if any(not r["complete"] for r in runs) else 0
 
 
@@ -347,14 +351,59 @@ def merge_boots(label: str, boots: int, key: str) -> List[dict]:
     return merged
 
 
+@dataclass(frozen=True)
+class Arm:
+    """One side of an 'ab' run: a build and the knobs written before its plan."""
+    name: str
+    variant: str
+    knobs: Tuple[Tuple[str, str], ...] = ()
+
+
+DEFAULT_ARMS = (Arm("base", "base"), Arm("patched", "patched"))
+_ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def parse_arms(items: Optional[List[str]]) -> List[Arm]:
+    """--arm NAME=VARIANT[:KNOB=VALUE...], in the order given (the first is the
+    reference every other arm is compared with)."""
+    if not items:
+        return list(DEFAULT_ARMS)
+    arms: List[Arm] = []
+    for item in items:
+        name, eq, rest = item.partition("=")
+        variant, *knobs = rest.split(":")
+        if not eq or not _ARM_NAME.fullmatch(name) or variant not in ("base", "patched"):
+            raise LabError(f"--arm {item!r}: expected NAME=VARIANT[:KNOB=VALUE...], VARIANT "
+                           "base or patched, e.g. 500us=patched:newidle_min_avg_idle_ns=500000")
+        if any(a.name == name for a in arms):
+            raise LabError(f"--arm {name} is given twice")
+        arms.append(Arm(name, variant, tuple(measuremod.parse_knobs(knobs).items())))
+    if len(arms) < 2:
+        raise LabError("ab needs two arms or more")
+    return arms
+
+
+def arm_pairs(arms: List[Arm]) -> List[Tuple[Arm, Arm]]:
+    """What 'ab' compares: every arm with the first; an arm with knobs also with
+    the arm of the same build without knobs (the knob's own effect)."""
+    pairs = [(arms[0], a) for a in arms[1:]]
+    for a in arms[1:]:
+        plain = [p for p in arms if p.variant == a.variant and not p.knobs]
+        if a.knobs and plain and plain[0] is not arms[0] and (plain[0], a) not in pairs:
+            pairs.append((plain[0], a))
+    return pairs
+
+
 def cmd_ab(args) -> int:
-    """Base vs patched in the VM: builds, the plan on both, the table and plots."""
+    """Base vs patched (or several arms) in the VM: builds, the plan on each, tables, plots."""
     st = Stages()
     plan, probes = _measure_plan(args)
+    arms = parse_arms(args.arm)
     if args.boots < 1:
         raise LabError(f"ab: --boots must be 1 or more, not {args.boots}")
     prefix = args.label or f"ab-{args.topology}"
-    labels = {v: f"{prefix}-{v}" for v in ("base", "patched")}
+    labels = {a.name: f"{prefix}-{a.name}" for a in arms}
+    variants = [v for v in ("base", "patched") if any(a.variant == v for a in arms)]
     try:
         with st.stage("setup"):
             deps.setup()
@@ -363,53 +412,68 @@ def cmd_ab(args) -> int:
             tree = _tree(args)
             say(f"  base: {tree.description}")
         built = {}
-        for variant in ("base", "patched"):
+        for variant in variants:
             with st.stage(f"build {variant} (probe config + measurement series)"):
                 args.config, args.measure, args.variant = "probe", True, variant
                 built[variant] = _built(args, tree)
-        keys = {v: json.dumps([built[v].commit, built[v].release, args.topology,
-                               args.seconds, probes, args.attach, args.latency_tool,
-                               args.online] + ([args.boots] if args.boots > 1 else []),
-                              sort_keys=True) for v in ("base", "patched")}
-        todo = [v for v in ("base", "patched")
-                if args.fresh or not _reusable(labels[v], keys[v], plan, args.runs * args.boots)]
-        for v in ("base", "patched"):
-            if v not in todo:
-                say(f"  results/{labels[v]} already holds this plan on this build: reused "
-                    "(--fresh measures again)")
-        if "base" not in todo and args.latency_tool == "auto":
-            _pin_latency_tool(args, labels["base"])
-        # Boots interleaved, base then patched in each, so that the spread
-        # between boots is in both sides' runs and the significance rule sees it.
+        keys = {a.name: json.dumps([built[a.variant].commit, built[a.variant].release,
+                                    args.topology, args.seconds, probes, args.attach,
+                                    args.latency_tool, args.online]
+                                   + ([args.boots] if args.boots > 1 else [])
+                                   + ([dict(a.knobs)] if a.knobs else []),
+                                   sort_keys=True) for a in arms}
+        todo = [a for a in arms if args.fresh or not _reusable(
+            labels[a.name], keys[a.name], plan, args.runs * args.boots)]
+        for a in arms:
+            if a not in todo:
+                say(f"  results/{labels[a.name]} already holds this plan on this build: "
+                    "reused (--fresh measures again)")
+        if arms[0] not in todo and args.latency_tool == "auto":
+            _pin_latency_tool(args, labels[arms[0].name])
+        # Boots interleaved, the arms in order in each, so that the spread
+        # between boots is in every arm's runs and the significance rule sees it.
         for boot in range(args.boots):
-            for variant in todo:
-                label = labels[variant] if args.boots == 1 else \
-                    f"{labels[variant]}/boot-{boot}"
-                name = f"measure {variant} on {args.topology}" + \
+            for arm in todo:
+                label = labels[arm.name] if args.boots == 1 else \
+                    f"{labels[arm.name]}/boot-{boot}"
+                knobs = "".join(f", {k}={v}" for k, v in arm.knobs)
+                name = f"measure {arm.name} ({arm.variant}{knobs}) on {args.topology}" + \
                     (f", boot {boot + 1} of {args.boots}" if args.boots > 1 else "")
                 with st.stage(name):
-                    measure_in_vm(args, tree, variant, label, plan, probes,
-                                  key=keys[variant], result=built[variant])
-                if variant == "base" and args.latency_tool == "auto":
+                    measure_in_vm(args, tree, arm.variant, label, plan, probes,
+                                  key=keys[arm.name], result=built[arm.variant],
+                                  knobs=dict(arm.knobs))
+                if arm is arms[0] and args.latency_tool == "auto":
                     _pin_latency_tool(args, label)
         if args.boots > 1:
-            for variant in todo:
-                merge_boots(labels[variant], args.boots, keys[variant])
+            for arm in todo:
+                merge_boots(labels[arm.name], args.boots, keys[arm.name])
         with st.stage("compare"):
             out = measuremod.results_dir(prefix)
-            a_dir = measuremod.results_dir(labels["base"])
-            b_dir = measuremod.results_dir(labels["patched"])
-            text = compare_and_plot(a_dir, b_dir, False, out / "plots")
             out.mkdir(parents=True, exist_ok=True)
-            (out / "compare.txt").write_text(text + "\n")
-            (out / "compare.md").write_text(compare_and_plot(a_dir, b_dir, True, None) + "\n")
-            head = compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE)
-            (out / "headline.md").write_text(
-                compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
-            say(head)
-            say("plots:\n" + "\n".join(f"  {f}" for f in sorted((out / "plots").glob("*.png"))))
-            say(f"  every metric: {out / 'compare.txt'} (Markdown: compare.md, headline rows: "
-                "headline.md)")
+            pairs = arm_pairs(arms)
+            for a, b in pairs:
+                # One pair (base vs patched) keeps the plain names.
+                tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"
+                a_dir = measuremod.results_dir(labels[a.name])
+                b_dir = measuremod.results_dir(labels[b.name])
+                text = compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
+                (out / f"compare{tag}.txt").write_text(text + "\n")
+                (out / f"compare{tag}.md").write_text(
+                    compare_and_plot(a_dir, b_dir, True, None) + "\n")
+                (out / f"headline{tag}.md").write_text(
+                    compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
+                say(f"{a.name} vs {b.name}:")
+                say(compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE))
+                say(f"  every metric: {out / f'compare{tag}.txt'} (Markdown: compare{tag}.md, "
+                    f"headline rows: headline{tag}.md, plots: plots{tag}/)")
+            if len(arms) > 2:
+                sets = [(a.name, comparemod.load_runs(measuremod.results_dir(labels[a.name])))
+                        for a in arms]
+                (out / "sweep.md").write_text(comparemod.sweep_table(sets) + "\n")
+                (out / "sweep.txt").write_text(comparemod.sweep_table(sets, False) + "\n")
+                say(comparemod.sweep_table(sets, False))
+                say(f"  sweep table: {out / 'sweep.md'}")
     finally:
         say(st.summary())
     return 0
@@ -674,6 +738,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="with --vm: which build (default patched); with --host: a label "
                         "kept with the results")
     s.add_argument("--no-build", action="store_true")
+    s.add_argument("--knob", action="append", metavar="NAME=VALUE",
+                   help=f"write VALUE to {measuremod.KNOB_DIR}/NAME before the plan and "
+                        "restore it after (repeatable), e.g. "
+                        "newidle_min_avg_idle_ns=500000")
     s.set_defaults(func=cmd_measure)
     s = sub.add_parser("compare", help="compare two result sets: compare base patched")
     s.add_argument("a")
@@ -696,8 +764,15 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--fresh", action="store_true", help="measure again even when results "
                                                          "of the same plan and builds exist")
     s.add_argument("--boots", type=int, default=1, metavar="N",
-                   help="spread the runs over N boots per kernel, base and patched "
-                        "interleaved (--runs per boot; default 1)")
+                   help="spread the runs over N boots per arm, the arms interleaved "
+                        "(--runs per boot; default 1)")
+    s.add_argument("--arm", action="append", metavar="NAME=VARIANT[:KNOB=VALUE...]",
+                   help="a side of the comparison (repeatable; default base=base "
+                        "patched=patched): the build and the knobs of "
+                        f"{measuremod.KNOB_DIR}/ written before its plan, e.g. "
+                        "--arm base=base --arm default=patched "
+                        "--arm 500us=patched:newidle_min_avg_idle_ns=500000; every arm is "
+                        "compared with the first, a knob arm also with its build's plain arm")
     s.set_defaults(func=cmd_ab)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")

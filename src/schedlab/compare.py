@@ -129,3 +129,64 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> st
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
                  f"{stats.SIGNIFICANCE_RULE}.")
     return "\n".join(lines)
+
+
+# The columns of a sweep table (several arms of one 'ab' run, seed 004's
+# shape: load level -> CPU utilisation, throughput), as (title, metric regex).
+SWEEP_COLUMNS = (
+    ("cpu busy %", r"^cpu busy$"),
+    ("result", r"^(hackbench time|stress-ng cpu bogo-ops/s|tbench throughput|"
+               r"dbench throughput|perf sched \w+ ops/s|schbench rps)$"),
+    ("newidle balance runs", r"^sched_balance_rq newidle calls$"),
+    ("newidle balance time (ms)", r"^sched_balance_rq newidle total time$"),
+)
+
+
+def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> str:
+    """One row per workload and arm: mean (CV%) of the SWEEP_COLUMNS metrics.
+
+    A summary beside the pairwise tables, which carry the significance.
+    """
+    def collect(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
+        out: Dict[Tuple[str, str], List[dict]] = {}
+        for r in runs:
+            if r.get("complete", False):
+                for name, m in r.get("metrics", {}).items():
+                    out.setdefault((r["workload"], name), []).append(m)
+        return out
+    data = [(name, collect(runs)) for name, runs in arms]
+    workloads: List[str] = []
+    for _, runs in arms:
+        for r in runs:
+            if r["workload"] not in workloads:
+                workloads.append(r["workload"])
+    head = ["workload", "arm"] + [t for t, _ in SWEEP_COLUMNS]
+    body = []
+    for w in workloads:
+        for name, c in data:
+            row = [w, name]
+            for title, rx in SWEEP_COLUMNS:
+                keys = [k for k in c if k[0] == w and re.search(rx, k[1])]
+                if not keys:
+                    row.append("-")
+                    continue
+                ms = c[keys[0]]
+                vals = [m["value"] / (1e6 if m["unit"] == "ns" else 1) for m in ms]
+                sm = stats.summarize(vals, ms[0]["kind"])
+                cell = f"{_fmt(sm.mean)} ({sm.cv_pct:.1f})"
+                if title == "result":
+                    cell = f"{keys[0][1]}: {cell} {ms[0]['unit']}"
+                row.append(cell)
+            body.append(row)
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |",
+                 "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+    else:
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+        fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
+        lines = [fmt.format(*head)] + [fmt.format(*r) for r in body]
+    lines.append("")
+    lines.append("mean (CV%) over the complete runs of each arm; significance in the "
+                 "pairwise tables.")
+    return "\n".join(lines)

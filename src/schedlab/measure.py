@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -178,6 +179,9 @@ for _load in (100, 90, 50, 25):
 _add(Workload("hackbench-process", f"{_G}; hackbench -g $G -l 50", "hackbench",
               ("hackbench",), "rt-tests hackbench, processes over sockets, 1 group per 4 CPUs",
               timed=False))
+_add(Workload("hackbench-overload", "hackbench -g $(( 2 * NCPU )) -l 20", "hackbench",
+              ("hackbench",), "rt-tests hackbench, processes over sockets, 2 groups per "
+              "online CPU (80 tasks per CPU): overloaded and going idle often", timed=False))
 _add(Workload("hackbench-pipe", f"{_G}; hackbench -p -T -g $G -l 50", "hackbench",
               ("hackbench",), "rt-tests hackbench, threads over pipes, 1 group per 4 CPUs",
               timed=False))
@@ -245,6 +249,51 @@ def missing_tools(plan: Sequence[Workload], probes: Sequence[str],
     return out
 
 
+# ------------------------------------------------------------------ sched knobs
+
+KNOB_DIR = "/sys/kernel/debug/sched"
+_KNOB_NAME = re.compile(r"[a-z0-9_]+")
+_KNOB_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
+
+
+def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
+    """NAME=VALUE pairs for files in /sys/kernel/debug/sched/, in the order given."""
+    out: Dict[str, str] = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        if not eq or not _KNOB_NAME.fullmatch(name) or not _KNOB_VALUE.fullmatch(value):
+            raise LabError(f"--knob {item!r}: expected NAME=VALUE, NAME a file in "
+                           f"{KNOB_DIR}/ (e.g. newidle_min_avg_idle_ns=500000)")
+        if name in out:
+            raise LabError(f"--knob {name} is given twice")
+        out[name] = value
+    return out
+
+
+def _knob_lines(knobs: Dict[str, str]) -> List[str]:
+    """Write each knob before the plan, check it reads back, restore it on exit.
+
+    A knob that is missing or refuses the value stops the plan: results
+    measured with a setting other than the one asked for must not exist.
+    """
+    if not knobs:
+        return [": > \"$OUT/knobs.txt\""]
+    lines = [f"[ -d {KNOB_DIR} ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null",
+             ': > "$OUT/knobs.txt"']
+    for name, value in knobs.items():
+        f = f"{KNOB_DIR}/{name}"
+        lines += [
+            f"if [ ! -w {f} ]; then echo '{name}: {f} is not there or not writable "
+            "(a kernel without the patch?)' > \"$OUT/knob-error.txt\"; exit 3; fi",
+            f"OLD=$(cat {f}); KNOB_RESTORE=\"$KNOB_RESTORE echo $OLD > {f};\"",
+            f"if ! echo {value} > {f} 2>/dev/null || [ \"$(cat {f})\" != {value} ]; then "
+            f"echo \"{name}: writing {value} gave $(cat {f})\" > \"$OUT/knob-error.txt\"; "
+            "exit 3; fi",
+            f'echo "{name}=$(cat {f})" >> "$OUT/knobs.txt"',
+        ]
+    return lines
+
+
 # ------------------------------------------------------------------ guest script
 
 RUN_MARK = "@@schedlab-run"
@@ -252,11 +301,12 @@ RUN_MARK = "@@schedlab-run"
 
 def guest_script(plan: Sequence[Workload], runs: int, secs: int,
                  probes: Sequence[str] = tuple(DEFAULT_PROBES), attach: str = "auto",
-                 latency_tool: str = "auto", limit: Optional[int] = None) -> str:
+                 latency_tool: str = "auto", limit: Optional[int] = None,
+                 knobs: Optional[Dict[str, str]] = None) -> str:
     """The bash script that runs a whole plan (pure).  Argument: the output folder.
 
     It cleans up after itself on exit, interrupt and termination: probes
-    and workloads are stopped, cgroups removed, schedstats restored.
+    and workloads are stopped, cgroups removed, schedstats and knobs restored.
     """
     limit = limit or max(120, 6 * secs)
     names = [w.name for w in plan]
@@ -275,6 +325,7 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         'OUT="$1"',
         "PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX); MOUNTED=",
         "OLD_SCHEDSTATS=$(sysctl -n kernel.sched_schedstats 2>/dev/null || echo 0)",
+        "KNOB_RESTORE=",
         "cleanup() {",
         "  trap - EXIT INT TERM",
         "  kill -INT $(jobs -p) 2>/dev/null; sleep 1; kill -KILL $(jobs -p) 2>/dev/null",
@@ -283,6 +334,7 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         "/sys/fs/cgroup/schedlab/*; do [ -d $d ] && rmdir $d 2>/dev/null; done",
         "  rmdir /sys/fs/cgroup/schedlab 2>/dev/null",
         "  sysctl -q kernel.sched_schedstats=$OLD_SCHEDSTATS 2>/dev/null",
+        '  [ -n "$KNOB_RESTORE" ] && eval "$KNOB_RESTORE" 2>/dev/null',
         '  [ -n "$MOUNTED" ] && umount /sys/kernel/tracing',
         "  rm -rf $PD",
         "}",
@@ -293,6 +345,7 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         f"SECS={secs}",
         "export NCPU SECS",
         "sysctl -q kernel.sched_schedstats=1 2>/dev/null",
+        *_knob_lines(dict(knobs or {})),
         # Tracepoints and kprobes need tracefs; mounted only if it is not, undone on exit.
         "MOUNTED=; if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev "
         "/sys/kernel/tracing 2>/dev/null; then MOUNTED=1; fi",
@@ -577,6 +630,7 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
             extra: dict) -> List[dict]:
     """Parse every run folder (finished or not) into results/LABEL/."""
     facts = guest_facts(tmp)
+    knob_error = _read(tmp, "knob-error.txt").strip()
     setting = dict(setting, release=facts.release,
                    probe_tool=f"bpftrace/{facts.attach or '?'}",
                    latency_tool=facts.latency_tool, probes=sorted(facts.probes_used),
@@ -591,6 +645,9 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
             run = parse_run(tmp / f"{w.name}-{i}", w, facts.probes_used, facts.latency_tool,
                             schedstat=not any(m.startswith("schedstat:")
                                               for m in facts.probes_missing))
+            if knob_error:
+                run["problems"] = sorted(set(run["problems"]) | {f"knob: {knob_error}"})
+                run["complete"] = False
             run.update({"label": label, "workload": w.name, "workload_what": w.what,
                         "run": i, "setting": setting, "tool_versions": facts.versions,
                         "probes_missing": facts.probes_missing,
@@ -722,10 +779,11 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: List[Workl
                runs: int, secs: int, setting: dict, timeout: float,
                probes: Sequence[str] = tuple(DEFAULT_PROBES), attach: str = "auto",
                latency_tool: str = "auto", online: Optional[int] = None,
-               key: str = "") -> List[dict]:
+               key: str = "", knobs: Optional[Dict[str, str]] = None) -> List[dict]:
     tmp = _tmp_dir(label)
     script = vm.guest_script(f"measure-{label.replace('/', '-')}.sh",
-                             guest_script(plan, runs, secs, probes, attach, latency_tool))
+                             guest_script(plan, runs, secs, probes, attach, latency_tool,
+                                          knobs=knobs))
     est = estimate_seconds(plan, runs, secs)
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(w.name for w in plan)} x {runs} run(s), {secs}s per timed "
@@ -800,14 +858,16 @@ def _kill_stragglers(pgid: int) -> None:
 
 def measure_host(label: str, plan: List[Workload], runs: int, secs: int, setting: dict,
                  timeout: float, probes: Sequence[str] = tuple(DEFAULT_PROBES),
-                 attach: str = "auto", latency_tool: str = "auto", key: str = "") -> List[dict]:
+                 attach: str = "auto", latency_tool: str = "auto", key: str = "",
+                 knobs: Optional[Dict[str, str]] = None) -> List[dict]:
     if os.geteuid() != 0:
         raise LabError("measure --host needs root: bpftrace and funclatency load BPF programs, "
                        "and the plan switches kernel.sched_schedstats on and off; run it "
                        "with sudo")
     tmp = _tmp_dir(label)
     script = tmp.parent / f"measure-{label}.sh"
-    script.write_text(guest_script(plan, runs, secs, probes, attach, latency_tool))
+    script.write_text(guest_script(plan, runs, secs, probes, attach, latency_tool,
+                                   knobs=knobs))
     est = estimate_seconds(plan, runs, secs, accel="host")
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(w.name for w in plan)} x {runs} run(s) on this machine "
