@@ -78,16 +78,19 @@ class Row:
     sig: bool
 
 
+def by_metric(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
+    """The metrics of the complete runs, keyed by (workload, metric)."""
+    out: Dict[Tuple[str, str], List[dict]] = {}
+    for r in runs:
+        if not r.get("complete", False):
+            continue
+        for name, m in r.get("metrics", {}).items():
+            out.setdefault((r["workload"], name), []).append(m)
+    return out
+
+
 def rows(a: List[dict], b: List[dict]) -> List[Row]:
-    def collect(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
-        out: Dict[Tuple[str, str], List[dict]] = {}
-        for r in runs:
-            if not r.get("complete", False):
-                continue
-            for name, m in r.get("metrics", {}).items():
-                out.setdefault((r["workload"], name), []).append(m)
-        return out
-    ca, cb = collect(a), collect(b)
+    ca, cb = by_metric(a), by_metric(b)
     out = []
     for key in sorted(set(ca) & set(cb)):
         ma, mb = ca[key], cb[key]
@@ -109,6 +112,17 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
+def _render(head: List[str], body: List[List[str]], markdown: bool) -> List[str]:
+    """Rows as Markdown or aligned text; the first two columns are labels."""
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |",
+                 "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+        return lines + ["| " + " | ".join(row) + " |" for row in body]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    return [fmt.format(*head)] + [fmt.format(*row) for row in body]
+
+
 def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> str:
     head = ["workload", "metric", f"{a_name} mean", "CV%", f"{b_name} mean", "CV%",
             "pct imp", "sig"]
@@ -117,14 +131,7 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> st
         imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
         body.append([r.workload, f"{r.metric} ({r.unit})", _fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
                      _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""])
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |",
-                 "|" + "|".join(["---", "---"] + ["---:"] * 6) + "|"]
-        lines += ["| " + " | ".join(row) + " |" for row in body]
-    else:
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-        fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
-        lines = [fmt.format(*head)] + [fmt.format(*row) for row in body]
+    lines = _render(head, body, markdown)
     lines.append("")
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
                  f"{stats.SIGNIFICANCE_RULE}.")
@@ -147,14 +154,7 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
 
     A summary beside the pairwise tables, which carry the significance.
     """
-    def collect(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
-        out: Dict[Tuple[str, str], List[dict]] = {}
-        for r in runs:
-            if r.get("complete", False):
-                for name, m in r.get("metrics", {}).items():
-                    out.setdefault((r["workload"], name), []).append(m)
-        return out
-    data = [(name, collect(runs)) for name, runs in arms]
+    data = [(name, by_metric(runs)) for name, runs in arms]
     workloads: List[str] = []
     for _, runs in arms:
         for r in runs:
@@ -178,14 +178,7 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
                     cell = f"{keys[0][1]}: {cell} {ms[0]['unit']}"
                 row.append(cell)
             body.append(row)
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |",
-                 "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
-        lines += ["| " + " | ".join(r) + " |" for r in body]
-    else:
-        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-        fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
-        lines = [fmt.format(*head)] + [fmt.format(*r) for r in body]
+    lines = _render(head, body, markdown)
     lines.append("")
     lines.append("mean (CV%) over the complete runs of each arm; significance in the "
                  "pairwise tables.")
