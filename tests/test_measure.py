@@ -116,14 +116,40 @@ def test_probe_that_did_not_attach_makes_the_run_incomplete(tmp_path):
 
 
 def test_a_map_dump_cut_short_makes_the_run_incomplete(tmp_path):
-    # As seen once under TCG: bpftrace killed while detaching, nothing printed.
-    text = "Attaching 8 probes...\nschedlab: counting\nschedlab: stopped\n"
+    # bpftrace killed before it printed anything: no window close, no exit dump.
+    text = "Attaching 8 probes...\nschedlab: counting\n"
     d = make_run(tmp_path, text)
-    (d / "problems.txt").write_text("bpftrace did not stop within 120 s after SIGINT: killed\n")
     run = m.parse_run(d, m.workload("stress-50"))
     assert not run["complete"]
-    assert "bpftrace printed no maps at exit" in run["problems"]
-    assert any("killed" in p for p in run["problems"])
+    assert "bpftrace printed no maps" in run["problems"]
+
+
+def test_maps_printed_at_window_close_survive_a_killed_bpftrace(tmp_path):
+    # As seen under TCG: bpftrace hangs detaching fentry probes and is killed
+    # after its maps were printed at the window's close.
+    text = ("Attaching 8 probes...\nschedlab: counting\n@lb_calls[2]: 214\n"
+            "@lb_ns_sum[2]: 428000\n@migrations: 9\nschedlab: stopped\n")
+    d = make_run(tmp_path, text)
+    (d / "notes.txt").write_text("bpftrace did not stop within 20 s after SIGINT: killed\n")
+    run = m.parse_run(d, m.workload("stress-50"))
+    assert run["complete"], run["problems"]
+    assert run["metrics"]["sched_balance_rq newidle calls"]["value"] == 214
+    assert run["metrics"]["sched_balance_rq newidle mean time"]["value"] == 2000
+    assert run["notes"] == ["bpftrace did not stop within 20 s after SIGINT: killed"]
+
+
+def test_every_probe_prints_its_maps_before_the_gate_says_stopped():
+    for probe, maps in m.PROBE_MAPS.items():
+        for method in ("kfunc", "kprobe"):
+            text = m.bpftrace_script(probe, method)
+            close = [ln for ln in text.splitlines() if 'comm == "schedlab-off"' in ln]
+            assert len(close) == 1
+            for name in maps:
+                assert f"print(@{name});" in close[0]
+                assert f"@{name}" in text.replace(close[0], "")   # filled elsewhere
+    # In the plan script the gate (with 'stopped') is appended after the probes.
+    text = m.guest_script(m.plan_workloads("stress-50"), runs=1, secs=1)
+    assert "stop $BPF bpftrace" in text and "notes.txt 40" in text
 
 
 def test_unfinished_and_timed_out_runs_are_incomplete(tmp_path):

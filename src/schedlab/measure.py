@@ -95,6 +95,28 @@ def bpftrace_script(probe: str, attach: str) -> str:
     """
     entry, exit_ = ("kfunc", "kretfunc") if attach == "kfunc" else ("kprobe", "kretprobe")
     idle = "args->idle" if attach == "kfunc" else "arg3"
+    if probe in PROBE_MAPS:
+        return _probe_lines(probe, entry, exit_, idle) + "\n" + _print_at_close(probe)
+    return ""
+
+
+# The maps each probe fills, printed when the counting window closes (see
+# _print_at_close) and again by bpftrace at exit.
+PROBE_MAPS = {"swb": ("swb_calls", "swb_idle_probes", "swb_ns_sum", "swb_ns"),
+              "lb": ("lb_calls", "lb_ns_sum"),
+              "migrate": ("migrations",)}
+
+
+def _print_at_close(probe: str) -> str:
+    """Print the probe's maps when the window closes, before the gate says
+    'stopped' (the gate is attached last, so it runs last): the counts are out
+    even when bpftrace then hangs detaching its fentry probes under TCG and
+    has to be killed, which lost 3 of 15 runs of one plan before this."""
+    prints = " ".join(f"print(@{m});" for m in PROBE_MAPS[probe])
+    return f'tracepoint:sched:sched_process_exec /comm == "schedlab-off"/ {{ {prints} }}'
+
+
+def _probe_lines(probe: str, entry: str, exit_: str, idle: str) -> str:
     if probe == "swb":
         return "\n".join([
             f"{entry}:should_we_balance /@on/ {{ @swb_calls = count(); @swb_in[cpu] = 1; "
@@ -111,9 +133,7 @@ def bpftrace_script(probe: str, attach: str) -> str:
             f"{exit_}:sched_balance_rq /@lb_t0[cpu]/ {{ "
             "@lb_ns_sum[@lb_type[cpu]] = sum(nsecs - @lb_t0[cpu]); delete(@lb_t0[cpu]); }",
         ])
-    if probe == "migrate":
-        return "tracepoint:sched:sched_migrate_task /@on/ { @migrations = count(); }"
-    return ""
+    return "tracepoint:sched:sched_migrate_task /@on/ { @migrations = count(); }"
 
 
 # The counting window: the guest execs a copy of /bin/true named schedlab-on
@@ -450,12 +470,14 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
         'case $LAT in bcc) LATC="$PD/sigdfl env PYTHONUNBUFFERED=1 funclatency-bpfcc" ;; '
         'libbpf) LATC="stdbuf -oL $(PATH=$PATH:/usr/sbin command -v funclatency)" ;; '
         '*) LATC= ;; esac',
-        # Stop a tool (it prints its maps or histogram on SIGINT); kill it if it hangs.
-        # (bpftrace detaching fentry probes can take a minute under TCG.)
-        "stop() { kill -INT $1 2>/dev/null; for t in $(seq 240); do kill -0 $1 2>/dev/null "
-        "|| { wait $1 2>/dev/null; return 0; }; sleep 0.5; done; kill -KILL $1 2>/dev/null; "
-        'wait $1 2>/dev/null; echo "$2 did not stop within 120 s after SIGINT: killed" '
-        '>> "$3"; }',
+        # Stop a tool (it prints its maps or histogram on SIGINT); kill it if it
+        # hangs, after $4 half-seconds (default 240: 120 s). bpftrace detaching
+        # fentry probes can take minutes under TCG; its maps are printed when the
+        # window closes, so it gets 20 s and a note, not a lost run.
+        "stop() { local n=${4:-240}; kill -INT $1 2>/dev/null; for t in $(seq $n); do "
+        "kill -0 $1 2>/dev/null || { wait $1 2>/dev/null; return 0; }; sleep 0.5; done; "
+        'kill -KILL $1 2>/dev/null; wait $1 2>/dev/null; echo "$2 did not stop within '
+        '$(( n / 2 )) s after SIGINT: killed" >> "$3"; }',
         # Wait until a tool prints its first line saying it is attached.
         # (at most $4 half-seconds: 120 s by default).
         "wait_for() { for t in $(seq ${4:-240}); do grep -qE \"$2\" \"$1\" && return 0; "
@@ -494,7 +516,7 @@ def guest_script(plan: Sequence[Workload], runs: int, secs: int,
                 f"cat /proc/schedstat > {d}/schedstat-after.txt 2>/dev/null",
                 f"gate off stopped {d}/probe.txt $BPF || echo 'the counting window did not "
                 f"close' >> {d}/problems.txt",
-                f"stop $BPF bpftrace {d}/problems.txt",
+                f"stop $BPF bpftrace {d}/notes.txt 40",
                 f'if [ -n "$LATC" ]; then stop $LATP "$LAT funclatency" {d}/problems.txt; fi',
             ]
     return "\n".join(lines) + "\n"
@@ -583,9 +605,11 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
                                                "buckets": bt_hist}
     if "Attaching" not in probe_out:
         problems.append("the probe did not attach: " + probe_out.strip()[:200])
-    elif "@on:" not in probe_out:
-        # The gate's map is always printed at exit: without it, no map was.
-        problems.append("bpftrace printed no maps at exit")
+    elif "@on:" not in probe_out and "schedlab: stopped" not in probe_out:
+        # The maps are printed when the window closes, before the gate's
+        # 'stopped' line, and at exit with the gate's own map: without either
+        # line, no map was.
+        problems.append("bpftrace printed no maps")
     try:
         if schedstat:
             metrics.update(parsers.schedstat_delta(_read(d, "schedstat-before.txt"),
@@ -594,7 +618,9 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
                                               _read(d, "stat-after.txt")))
     except ValueError as exc:
         problems.append(str(exc))
-    return {"complete": not problems, "problems": sorted(set(problems)), "seconds": secs,
+    notes = [ln for ln in _read(d, "notes.txt").splitlines() if ln.strip()]
+    return {"complete": not problems, "problems": sorted(set(problems)), "notes": notes,
+            "seconds": secs,
             "command": _read(d, "command.txt").strip(),
             "metrics": {k: m.__dict__ for k, m in metrics.items()},
             "histograms": histograms,
