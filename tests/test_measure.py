@@ -324,3 +324,19 @@ def test_ab_arms_parse_and_pair():
                 ["a=base", "-b=patched"], ["a=base", "b=patched:novalue"]):
         with pytest.raises(LabError):
             cli.parse_arms(bad)
+
+
+def test_avgidle_probe_reads_the_value_the_gate_compared(tmp_path):
+    kf = m.bpftrace_script("avgidle", "kfunc")
+    assert "kfunc:update_rq_avg_idle /@on && args->rq->idle_stamp/" in kf
+    assert "if ($a < 500000) { @ai_lt500 = count(); }" in kf
+    kp = m.bpftrace_script("avgidle", "kprobe")
+    assert "kprobe:update_rq_avg_idle /@on && ((struct rq *)arg0)->idle_stamp/" in kp
+    text = ("Attaching 3 probes...\nschedlab: counting\n@ai_n: 200\n@ai_lt500: 50\n"
+            "@ai_sum: 160000000\nschedlab: stopped\n")
+    run = m.parse_run(make_run(tmp_path, text), m.workload("stress-50"),
+                      probes_used=["avgidle"])
+    met = run["metrics"]
+    assert met["idle periods ended"]["value"] == 200
+    assert met["avg_idle at newidle mean"]["value"] == 800        # us
+    assert met["avg_idle at newidle below 500 us"]["value"] == 25  # %

@@ -562,22 +562,27 @@ def run_selftest(args, tree: source.Tree, image: Path) -> bool:
 
 
 # The measurement harness's integration test: a short plan, every probe.
-INTEGRATION = {"topology": "smt4", "plan": "stress-50", "seconds": 3}
+# The knob exercises --knob/--arm end to end (written, read back, restored).
+INTEGRATION = {"topology": "smt4", "plan": "stress-50", "seconds": 3,
+               "knobs": {"newidle_min_avg_idle_ns": "500000"}}
 
 
 def measure_integration(args, tree: source.Tree, build: buildmod.BuildResult) -> bool:
     plan = measuremod.plan_workloads(INTEGRATION["plan"])
-    probes = measuremod.probe_names(None)
+    probes = list(measuremod.PROBES)
     _check_tools(plan, probes, "auto")
     args.topology, args.seconds, args.runs = INTEGRATION["topology"], INTEGRATION["seconds"], 1
     args.attach, args.latency_tool, args.online = "auto", "auto", None
-    runs = measure_in_vm(args, tree, "patched", "ci-integration", plan, probes, result=build)
+    runs = measure_in_vm(args, tree, "patched", "ci-integration", plan, probes, result=build,
+                         knobs=INTEGRATION["knobs"])
     problems = measuremod.check_runs(runs, probes)
     for p in problems:
         say(f"  FAIL: {p}")
     if not problems:
         say(f"  every metric has a value ({len(runs[0]['metrics'])} metrics, probes "
-            f"{', '.join(probes)}, latency with {runs[0]['setting']['latency_tool']})")
+            f"{', '.join(probes)}, latency with {runs[0]['setting']['latency_tool']}); "
+            "knobs written and read back: "
+            + ", ".join(f"{k}={v}" for k, v in INTEGRATION["knobs"].items()))
     return not problems
 
 
@@ -716,7 +721,8 @@ def make_parser() -> argparse.ArgumentParser:
     measopts.add_argument("--plan", help="comma-separated workloads (default "
                           + ",".join(measuremod.DEFAULT_PLAN) + "): "
                           + ", ".join(measuremod.WORKLOADS) + ", schbench")
-    measopts.add_argument("--probe", help="comma-separated probes (default all): "
+    measopts.add_argument("--probe", help="comma-separated probes (default "
+                          + ",".join(measuremod.DEFAULT_PROBES) + "): "
                           + ", ".join(measuremod.PROBES))
     measopts.add_argument("--attach", default="auto", choices=measuremod.ATTACH_METHODS,
                           help="bpftrace attach method (auto: kfunc with BTF, else kprobe)")

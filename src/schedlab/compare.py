@@ -24,8 +24,11 @@ COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arc
 # the workloads' own results, then the funclatency mean.
 HEADLINE = (r"^(should_we_balance calls per s|idle_cpu probes in should_we_balance per s|"
             r"idle_cpu probes per should_we_balance call|"
-            r"sched_balance_rq (busy|idle|newidle) calls per s|migrations per s|cpu busy|"
+            r"sched_balance_rq (busy|idle|newidle) calls per s|"
+            r"sched_balance_rq newidle (calls|total time)|avg_idle at newidle below 500 us|"
+            r"migrations per s|cpu busy|"
             r"hackbench time|perf sched \w+ time|stress-ng cpu bogo-ops/s|"
+            r"(dbench|tbench) throughput|schbench rps|"
             r"should_we_balance mean time \(funclatency\))$")
 
 
@@ -146,6 +149,7 @@ SWEEP_COLUMNS = (
                r"dbench throughput|perf sched \w+ ops/s|schbench rps)$"),
     ("newidle balance runs", r"^sched_balance_rq newidle calls$"),
     ("newidle balance time (ms)", r"^sched_balance_rq newidle total time$"),
+    ("avg_idle < 500 us %", r"^avg_idle at newidle below 500 us$"),
 )
 
 

@@ -56,6 +56,9 @@ PROBES: Dict[str, Probe] = {
     "lb": Probe("lb", "sched_balance_rq(): calls and time by idle type (busy, idle, newidle)",
                 ("sched_balance_rq",)),
     "migrate": Probe("migrate", "sched:sched_migrate_task events", ()),
+    "avgidle": Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went "
+                                "idle (read when the idle period ends): mean, share below "
+                                "500 us, histogram", ("update_rq_avg_idle",)),
     "latency": Probe("latency", "funclatency histogram of should_we_balance() (bcc, else "
                                 "libbpf-tools, else bpftrace)", ("should_we_balance",)),
 }
@@ -104,7 +107,8 @@ def bpftrace_script(probe: str, attach: str) -> str:
 # _print_at_close) and again by bpftrace at exit.
 PROBE_MAPS = {"swb": ("swb_calls", "swb_idle_probes", "swb_ns_sum", "swb_ns"),
               "lb": ("lb_calls", "lb_ns_sum"),
-              "migrate": ("migrations",)}
+              "migrate": ("migrations",),
+              "avgidle": ("ai_n", "ai_lt500", "ai_sum", "ai_us")}
 
 
 def _print_at_close(probe: str) -> str:
@@ -133,6 +137,14 @@ def _probe_lines(probe: str, entry: str, exit_: str, idle: str) -> str:
             f"{exit_}:sched_balance_rq /@lb_t0[cpu]/ {{ "
             "@lb_ns_sum[@lb_type[cpu]] = sum(nsecs - @lb_t0[cpu]); delete(@lb_t0[cpu]); }",
         ])
+    if probe == "avgidle":
+        # update_rq_avg_idle() runs when an idle period ends; with idle_stamp
+        # set, rq->avg_idle at its entry is the value sched_balance_newidle()
+        # compared when the CPU went idle (nothing else writes it in between).
+        rq = "args->rq" if entry == "kfunc" else "((struct rq *)arg0)"
+        return (f"{entry}:update_rq_avg_idle /@on && {rq}->idle_stamp/ {{ "
+                f"$a = {rq}->avg_idle; @ai_n = count(); @ai_sum = sum($a); "
+                "if ($a < 500000) { @ai_lt500 = count(); } @ai_us = hist($a / 1000); }")
     return "tracepoint:sched:sched_migrate_task /@on/ { @migrations = count(); }"
 
 
@@ -570,6 +582,14 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
         if secs > 0:
             metrics[name + " per s"] = parsers.Metric(value / secs, unit + "/s", "count",
                                                       False)
+    if "avgidle" in probes_used:
+        n = maps.get("ai_n", 0.0)
+        metrics["idle periods ended"] = parsers.Metric(n, "events", "count", False)
+        if n:
+            metrics["avg_idle at newidle mean"] = parsers.Metric(
+                maps.get("ai_sum", 0.0) / n / 1000, "us", "count", False)
+            metrics["avg_idle at newidle below 500 us"] = parsers.Metric(
+                100.0 * maps.get("ai_lt500", 0.0) / n, "%", "count", False)
     if "swb" in probes_used and maps.get("swb_calls"):
         metrics["idle_cpu probes per should_we_balance call"] = parsers.Metric(
             maps.get("swb_idle_probes", 0.0) / maps["swb_calls"], "probes", "count", False)
@@ -711,6 +731,7 @@ EXPECTED_METRICS = {
     "lb": ("sched_balance_rq busy calls", "sched_balance_rq idle calls",
            "sched_balance_rq newidle calls"),
     "migrate": ("migrations per s",),
+    "avgidle": ("idle periods ended",),
     "latency": ("should_we_balance mean time (funclatency)",),
 }
 
