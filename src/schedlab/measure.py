@@ -595,13 +595,13 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
             maps.get("swb_idle_probes", 0.0) / maps["swb_calls"], "probes", "count", False)
     if "lb" in probes_used:
         for idx, itype in enumerate(parsers.IDLE_TYPES):
-            calls, total = maps.get(f"lb_calls[{idx}]"), maps.get(f"lb_ns_sum[{idx}]")
-            if total is not None:
-                metrics[f"sched_balance_rq {itype} total time"] = parsers.Metric(
-                    total, "ns", "time", False)
-                if calls:
-                    metrics[f"sched_balance_rq {itype} mean time"] = parsers.Metric(
-                        total / calls, "ns", "time", False)
+            # A map key never written is not printed: no call, no time.
+            calls, total = maps.get(f"lb_calls[{idx}]"), maps.get(f"lb_ns_sum[{idx}]", 0.0)
+            metrics[f"sched_balance_rq {itype} total time"] = parsers.Metric(
+                total, "ns", "time", False)
+            if calls:
+                metrics[f"sched_balance_rq {itype} mean time"] = parsers.Metric(
+                    total / calls, "ns", "time", False)
     histograms = {}
     bt_hist = parsers.bpftrace_hist(probe_out).get("swb_ns")
     if "swb" in probes_used and "swb_ns_sum" in maps and maps.get("swb_calls"):
