@@ -340,3 +340,27 @@ def test_avgidle_probe_reads_the_value_the_gate_compared(tmp_path):
     assert met["idle periods ended"]["value"] == 200
     assert met["avg_idle at newidle mean"]["value"] == 800        # us
     assert met["avg_idle at newidle below 500 us"]["value"] == 25  # %
+
+
+def test_reparse_reads_the_raw_outputs_again(tmp_path):
+    import json
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    d = make_run(raw, "Attaching 2 probes...\nschedlab: counting\n@lb_calls[0]: 3\n"
+                      "@lb_ns_sum[0]: 300\nschedlab: stopped\n")
+    d.rename(raw / "stress-50-0")
+    folder = tmp_path / "results"
+    folder.mkdir()
+    old = {"workload": "stress-50", "run": 0, "raw_dir": str(raw), "complete": True,
+           "setting": {"probes": ["lb"], "latency_tool": "none", "topology": "smt4"},
+           "metrics": {}, "accel": "tcg-single"}
+    (folder / "run-stress-50-0.json").write_text(json.dumps(old))
+    (run,) = m.reparse(folder)
+    assert run["metrics"]["sched_balance_rq busy calls"]["value"] == 3
+    assert run["metrics"]["sched_balance_rq newidle total time"]["value"] == 0
+    assert run["accel"] == "tcg-single" and run["setting"]["topology"] == "smt4"
+    assert json.loads((folder / "run-stress-50-0.json").read_text())["metrics"] == \
+        run["metrics"]
+    (raw / "knob-error.txt").write_text("k: writing 9 gave 7\n")
+    (run,) = m.reparse(folder)
+    assert not run["complete"] and "knob: k: writing 9 gave 7" in run["problems"]

@@ -292,6 +292,22 @@ def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[P
     return text
 
 
+def cmd_reparse(args) -> int:
+    """Parse a result set's raw outputs again; boots are pooled again."""
+    folder = _results(args.label)
+    boots = sorted(folder.glob("boot-*"), key=lambda b: int(b.name.split("-")[1]))
+    if boots:
+        for b in boots:
+            measuremod.reparse(b)
+        meta = json.loads((folder / "plan.json").read_text())
+        runs = merge_boots(folder.name, len(boots), meta.get("key", ""))
+    else:
+        runs = measuremod.reparse(folder)
+    bad = sum(1 for r in runs if not r.get("complete"))
+    say(f"  {folder}: {len(runs)} runs parsed again" + (f", {bad} incomplete" if bad else ""))
+    return 0
+
+
 def cmd_compare(args) -> int:
     a_dir, b_dir = _results(args.a), _results(args.b)
     plots = args.plots
@@ -405,78 +421,90 @@ def cmd_ab(args) -> int:
     labels = {a.name: f"{prefix}-{a.name}" for a in arms}
     variants = [v for v in ("base", "patched") if any(a.variant == v for a in arms)]
     try:
-        with st.stage("setup"):
-            deps.setup()
-            _check_tools(plan, probes, args.latency_tool)
-        with st.stage("fetch"):
-            tree = _tree(args)
-            say(f"  base: {tree.description}")
-        built = {}
-        for variant in variants:
-            with st.stage(f"build {variant} (probe config + measurement series)"):
-                args.config, args.measure, args.variant = "probe", True, variant
-                built[variant] = _built(args, tree)
-        keys = {a.name: json.dumps([built[a.variant].commit, built[a.variant].release,
-                                    args.topology, args.seconds, probes, args.attach,
-                                    args.latency_tool, args.online]
-                                   + ([args.boots] if args.boots > 1 else [])
-                                   + ([dict(a.knobs)] if a.knobs else []),
-                                   sort_keys=True) for a in arms}
-        todo = [a for a in arms if args.fresh or not _reusable(
-            labels[a.name], keys[a.name], plan, args.runs * args.boots)]
-        for a in arms:
-            if a not in todo:
-                say(f"  results/{labels[a.name]} already holds this plan on this build: "
-                    "reused (--fresh measures again)")
-        if arms[0] not in todo and args.latency_tool == "auto":
-            _pin_latency_tool(args, labels[arms[0].name])
-        # Boots interleaved, the arms in order in each, so that the spread
-        # between boots is in every arm's runs and the significance rule sees it.
-        for boot in range(args.boots):
-            for arm in todo:
-                label = labels[arm.name] if args.boots == 1 else \
-                    f"{labels[arm.name]}/boot-{boot}"
-                knobs = "".join(f", {k}={v}" for k, v in arm.knobs)
-                name = f"measure {arm.name} ({arm.variant}{knobs}) on {args.topology}" + \
-                    (f", boot {boot + 1} of {args.boots}" if args.boots > 1 else "")
-                with st.stage(name):
-                    measure_in_vm(args, tree, arm.variant, label, plan, probes,
-                                  key=keys[arm.name], result=built[arm.variant],
-                                  knobs=dict(arm.knobs))
-                if arm is arms[0] and args.latency_tool == "auto":
-                    _pin_latency_tool(args, label)
-        if args.boots > 1:
-            for arm in todo:
-                merge_boots(labels[arm.name], args.boots, keys[arm.name])
+        if not args.tables_only:
+            _ab_measure(args, st, plan, probes, arms, labels, variants)
         with st.stage("compare"):
-            out = measuremod.results_dir(prefix)
-            out.mkdir(parents=True, exist_ok=True)
-            pairs = arm_pairs(arms)
-            for a, b in pairs:
-                # One pair (base vs patched) keeps the plain names.
-                tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"
-                a_dir = measuremod.results_dir(labels[a.name])
-                b_dir = measuremod.results_dir(labels[b.name])
-                text = compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
-                (out / f"compare{tag}.txt").write_text(text + "\n")
-                (out / f"compare{tag}.md").write_text(
-                    compare_and_plot(a_dir, b_dir, True, None) + "\n")
-                (out / f"headline{tag}.md").write_text(
-                    compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
-                say(f"{a.name} vs {b.name}:")
-                say(compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE))
-                say(f"  every metric: {out / f'compare{tag}.txt'} (Markdown: compare{tag}.md, "
-                    f"headline rows: headline{tag}.md, plots: plots{tag}/)")
-            if len(arms) > 2:
-                sets = [(a.name, comparemod.load_runs(measuremod.results_dir(labels[a.name])))
-                        for a in arms]
-                (out / "sweep.md").write_text(comparemod.sweep_table(sets) + "\n")
-                (out / "sweep.txt").write_text(comparemod.sweep_table(sets, False) + "\n")
-                say(comparemod.sweep_table(sets, False))
-                say(f"  sweep table: {out / 'sweep.md'}")
+            _ab_tables(prefix, arms, labels)
     finally:
         say(st.summary())
     return 0
+
+
+def _ab_measure(args, st: Stages, plan, probes, arms: List[Arm], labels: Dict[str, str],
+                variants: List[str]) -> None:
+    """Build what the arms need and measure the arms whose results are not there."""
+    with st.stage("setup"):
+        deps.setup()
+        _check_tools(plan, probes, args.latency_tool)
+    with st.stage("fetch"):
+        tree = _tree(args)
+        say(f"  base: {tree.description}")
+    built = {}
+    for variant in variants:
+        with st.stage(f"build {variant} (probe config + measurement series)"):
+            args.config, args.measure, args.variant = "probe", True, variant
+            built[variant] = _built(args, tree)
+    keys = {a.name: json.dumps([built[a.variant].commit, built[a.variant].release,
+                                args.topology, args.seconds, probes, args.attach,
+                                args.latency_tool, args.online]
+                               + ([args.boots] if args.boots > 1 else [])
+                               + ([dict(a.knobs)] if a.knobs else []),
+                               sort_keys=True) for a in arms}
+    todo = [a for a in arms if args.fresh or not _reusable(
+        labels[a.name], keys[a.name], plan, args.runs * args.boots)]
+    for a in arms:
+        if a not in todo:
+            say(f"  results/{labels[a.name]} already holds this plan on this build: "
+                "reused (--fresh measures again)")
+    if arms[0] not in todo and args.latency_tool == "auto":
+        _pin_latency_tool(args, labels[arms[0].name])
+    # Boots interleaved, the arms in order in each, so that the spread
+    # between boots is in every arm's runs and the significance rule sees it.
+    for boot in range(args.boots):
+        for arm in todo:
+            label = labels[arm.name] if args.boots == 1 else \
+                f"{labels[arm.name]}/boot-{boot}"
+            knobs = "".join(f", {k}={v}" for k, v in arm.knobs)
+            name = f"measure {arm.name} ({arm.variant}{knobs}) on {args.topology}" + \
+                (f", boot {boot + 1} of {args.boots}" if args.boots > 1 else "")
+            with st.stage(name):
+                measure_in_vm(args, tree, arm.variant, label, plan, probes,
+                              key=keys[arm.name], result=built[arm.variant],
+                              knobs=dict(arm.knobs))
+            if arm is arms[0] and args.latency_tool == "auto":
+                _pin_latency_tool(args, label)
+    if args.boots > 1:
+        for arm in todo:
+            merge_boots(labels[arm.name], args.boots, keys[arm.name])
+
+
+def _ab_tables(prefix: str, arms: List[Arm], labels: Dict[str, str]) -> None:
+    """The pairwise tables, plots and the sweep table of an 'ab' run."""
+    out = measuremod.results_dir(prefix)
+    out.mkdir(parents=True, exist_ok=True)
+    pairs = arm_pairs(arms)
+    for a, b in pairs:
+        # One pair (base vs patched) keeps the plain names.
+        tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"
+        a_dir = measuremod.results_dir(labels[a.name])
+        b_dir = measuremod.results_dir(labels[b.name])
+        text = compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
+        (out / f"compare{tag}.txt").write_text(text + "\n")
+        (out / f"compare{tag}.md").write_text(
+            compare_and_plot(a_dir, b_dir, True, None) + "\n")
+        (out / f"headline{tag}.md").write_text(
+            compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
+        say(f"{a.name} vs {b.name}:")
+        say(compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE))
+        say(f"  every metric: {out / f'compare{tag}.txt'} (Markdown: compare{tag}.md, "
+            f"headline rows: headline{tag}.md, plots: plots{tag}/)")
+    if len(arms) > 2:
+        sets = [(a.name, comparemod.load_runs(measuremod.results_dir(labels[a.name])))
+                for a in arms]
+        (out / "sweep.md").write_text(comparemod.sweep_table(sets) + "\n")
+        (out / "sweep.txt").write_text(comparemod.sweep_table(sets, False) + "\n")
+        say(comparemod.sweep_table(sets, False))
+        say(f"  sweep table: {out / 'sweep.md'}")
 
 
 def cmd_run(args) -> int:
@@ -749,6 +777,10 @@ def make_parser() -> argparse.ArgumentParser:
                         "restore it after (repeatable), e.g. "
                         "newidle_min_avg_idle_ns=500000")
     s.set_defaults(func=cmd_measure)
+    s = sub.add_parser("reparse", help="parse the raw outputs of results/LABEL again "
+                                       "(after a parser change; boots pooled again)")
+    s.add_argument("label")
+    s.set_defaults(func=cmd_reparse)
     s = sub.add_parser("compare", help="compare two result sets: compare base patched")
     s.add_argument("a")
     s.add_argument("b")
@@ -779,6 +811,9 @@ def make_parser() -> argparse.ArgumentParser:
                         "--arm base=base --arm default=patched "
                         "--arm 500us=patched:newidle_min_avg_idle_ns=500000; every arm is "
                         "compared with the first, a knob arm also with its build's plain arm")
+    s.add_argument("--tables-only", action="store_true",
+                   help="no build, no measuring: the tables and plots again from the "
+                        "results there (after 'reparse')")
     s.set_defaults(func=cmd_ab)
     s = sub.add_parser("run", parents=[common, vmopts],
                        help="main job: fetch, apply, build, boot smt4, topology check")

@@ -182,6 +182,10 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
                     cell = f"{keys[0][1]}: {cell} {ms[0]['unit']}"
                 row.append(cell)
             body.append(row)
+    # A column no arm has (a probe not in the plan) is left out.
+    keep = [i for i in range(len(head)) if i < 2 or any(r[i] != "-" for r in body)]
+    head = [head[i] for i in keep]
+    body = [[r[i] for i in keep] for r in body]
     lines = _render(head, body, markdown)
     lines.append("")
     lines.append("mean (CV%) over the complete runs of each arm; significance in the "

@@ -706,6 +706,35 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
     return done
 
 
+def reparse(folder: Path) -> List[dict]:
+    """Parse the raw outputs of results/LABEL/run-*.json again (after a parser
+    change), keeping what the run recorded about its setting and tools."""
+    done = []
+    for f in sorted(folder.glob("run-*.json")):
+        r = json.loads(f.read_text())
+        raw = Path(r.get("raw_dir", ""))
+        d = raw / f"{r['workload']}-{r['run']}"
+        if not d.is_dir():
+            raise LabError(f"{f}: its raw outputs are gone ({d})")
+        # schbench is the one workload not in WORKLOADS (the user's binary).
+        w = WORKLOADS.get(r["workload"]) or Workload(SCHBENCH, r.get("command", ""),
+                                                     "schbench", (), "")
+        st = r.get("setting", {})
+        new = parse_run(d, w, st.get("probes", DEFAULT_PROBES), st.get("latency_tool", "none"),
+                        schedstat=not any(m.startswith("schedstat:")
+                                          for m in r.get("probes_missing", [])))
+        knob_error = _read(raw, "knob-error.txt").strip()
+        if knob_error:
+            new["problems"] = sorted(set(new["problems"]) | {f"knob: {knob_error}"})
+            new["complete"] = False
+        r.update(new)
+        f.write_text(json.dumps(r, indent=1) + "\n")
+        done.append(r)
+    if not done:
+        raise LabError(f"no run-*.json in {folder}")
+    return done
+
+
 def report(label: str, runs: List[dict]) -> None:
     if not runs:
         return
