@@ -676,7 +676,6 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
             extra: dict) -> List[dict]:
     """Parse every run folder (finished or not) into results/LABEL/."""
     facts = guest_facts(tmp)
-    knob_error = _read(tmp, "knob-error.txt").strip()
     setting = dict(setting, release=facts.release,
                    probe_tool=f"bpftrace/{facts.attach or '?'}",
                    latency_tool=facts.latency_tool, probes=sorted(facts.probes_used),
@@ -688,12 +687,8 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
     done = []
     for w in plan:
         for i in range(runs):
-            run = parse_run(tmp / f"{w.name}-{i}", w, facts.probes_used, facts.latency_tool,
-                            schedstat=not any(m.startswith("schedstat:")
-                                              for m in facts.probes_missing))
-            if knob_error:
-                run["problems"] = sorted(set(run["problems"]) | {f"knob: {knob_error}"})
-                run["complete"] = False
+            run = _parse_in_plan(tmp, w, i, facts.probes_used, facts.latency_tool,
+                                 facts.probes_missing)
             run.update({"label": label, "workload": w.name, "workload_what": w.what,
                         "run": i, "setting": setting, "tool_versions": facts.versions,
                         "probes_missing": facts.probes_missing,
@@ -706,6 +701,19 @@ def collect(label: str, tmp: Path, plan: Sequence[Workload], runs: int, setting:
     return done
 
 
+def _parse_in_plan(raw: Path, w: Workload, index: int, probes_used: Sequence[str],
+                   latency_tool: str, probes_missing: Sequence[str]) -> dict:
+    """parse_run() of run INDEX of a plan's raw folder, with what holds for the
+    whole plan: schedstat absent, a knob that could not be set."""
+    run = parse_run(raw / f"{w.name}-{index}", w, probes_used, latency_tool,
+                    schedstat=not any(m.startswith("schedstat:") for m in probes_missing))
+    knob_error = _read(raw, "knob-error.txt").strip()
+    if knob_error:
+        run["problems"] = sorted(set(run["problems"]) | {f"knob: {knob_error}"})
+        run["complete"] = False
+    return run
+
+
 def reparse(folder: Path) -> List[dict]:
     """Parse the raw outputs of results/LABEL/run-*.json again (after a parser
     change), keeping what the run recorded about its setting and tools."""
@@ -713,21 +721,14 @@ def reparse(folder: Path) -> List[dict]:
     for f in sorted(folder.glob("run-*.json")):
         r = json.loads(f.read_text())
         raw = Path(r.get("raw_dir", ""))
-        d = raw / f"{r['workload']}-{r['run']}"
-        if not d.is_dir():
-            raise LabError(f"{f}: its raw outputs are gone ({d})")
+        if not (raw / f"{r['workload']}-{r['run']}").is_dir():
+            raise LabError(f"{f}: its raw outputs are gone ({raw})")
         # schbench is the one workload not in WORKLOADS (the user's binary).
         w = WORKLOADS.get(r["workload"]) or Workload(SCHBENCH, r.get("command", ""),
                                                      "schbench", (), "")
         st = r.get("setting", {})
-        new = parse_run(d, w, st.get("probes", DEFAULT_PROBES), st.get("latency_tool", "none"),
-                        schedstat=not any(m.startswith("schedstat:")
-                                          for m in r.get("probes_missing", [])))
-        knob_error = _read(raw, "knob-error.txt").strip()
-        if knob_error:
-            new["problems"] = sorted(set(new["problems"]) | {f"knob: {knob_error}"})
-            new["complete"] = False
-        r.update(new)
+        r.update(_parse_in_plan(raw, w, r["run"], st.get("probes", DEFAULT_PROBES),
+                                st.get("latency_tool", "none"), r.get("probes_missing", [])))
         f.write_text(json.dumps(r, indent=1) + "\n")
         done.append(r)
     if not done:
