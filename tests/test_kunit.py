@@ -88,3 +88,13 @@ def test_call_lines_and_table():
     assert table[2] == ("| smt8-2x12x8 | 8006 | 4611456 | 15.42 | 3.39 | 4.54x | 96 (98) | "
                         "6.29 (97) |")
     assert k.call_table([]) == "" and k.call_table([{"fixture": "x"}]) == ""
+
+
+def test_parsed_counts_from_kunit_py_summary():
+    # What kunit.py parse prints for a run filtered with kunit.filter_glob,
+    # whose console has no '# Totals:' line.
+    line = "[17:08:29] \x1b[1;32mTesting complete. Ran 1 tests: passed: 1\x1b[0m\n"
+    assert k.parsed_counts(line) == (1, 0, 0, 1)
+    assert k.parsed_counts("Testing complete. Ran 5 tests: passed: 2, failed: 1, "
+                           "crashed: 1, skipped: 1") == (2, 2, 1, 5)
+    assert k.parsed_counts("nothing") == (0, 0, 0, 0)

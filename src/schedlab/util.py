@@ -11,7 +11,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Iterator, List, Mapping, Optional, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -134,6 +134,25 @@ def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def run_in_group(cmd: List[str], log: Path, timeout: float, what: str,
+                 cwd: Optional[Path] = None, env: Optional[dict] = None) -> int:
+    """Run cmd in a session of its own with its output in log (the command line
+    first); the whole group is stopped on return, timeout or Ctrl-C. Returns
+    the exit status; a timeout is a LabError naming what and the log."""
+    with open(log, "w") as f:
+        f.write(f"$ {shlex.join(cmd)}\n")
+        f.flush()
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"{what} did not finish within {fmt_secs(timeout)} and was "
+                           f"stopped (log: {log})")
+        finally:
+            kill_group(proc)
 
 
 def is_disk_full(exc: BaseException) -> bool:
