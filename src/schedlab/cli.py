@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from . import build as buildmod
 from . import deps, series, source
 from . import compare as comparemod
 from . import kunit as kunitmod
+from . import kunit_tool
 from . import measure as measuremod
 from . import topology as topomod
 from . import vm
@@ -89,7 +92,8 @@ def cmd_series(args) -> int:
         start = args.start or ((tree.commit_of("patched") or
                                 series.ensure_variant(tree, "patched"))
                                if args.measure else tree.base)
-        series.export(tree, start, args.end, folder, cover=not args.measure)
+        series.export(tree, start, args.end, folder, cover=not args.measure,
+                      reroll=args.reroll_count)
         return 0
     if args.action == "rebase":
         if not args.onto:
@@ -208,9 +212,27 @@ def cmd_selftest(args) -> int:
     return 0 if run_selftest(args, tree, result.image) else 1
 
 
+def run_kunit_tool(tree: source.Tree, image: Path) -> bool:
+    """The README's plain kunit.py command, with its TCG fallback where KVM is broken."""
+    kvm, why = vm.kvm_works(image)
+    say(f"  KVM: {'works' if kvm else 'not usable'} ({why})"
+        + ("" if kvm else "; /dev/kvm hidden from qemu (README: TCG fallback)"))
+    res = kunit_tool.run(tree.path, work_dir() / "build" / tree.key / "kunit-tool",
+                         hide_kvm=not kvm, env=dict(os.environ, **buildmod.ccache_env()),
+                         cc="ccache gcc" if shutil.which("ccache") else None)
+    say(f"  kunit.py: {res.line}")
+    say(f"  kunit.py: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f}s, build and boot "
+        f"included (log: {res.log})")
+    return res.ok
+
+
 def cmd_kunit(args) -> int:
     tree = _tree(args)
+    if args.kunit_py:
+        args.config, args.measure, args.arch = "lab", False, None
     result = _built(args, tree)
+    if args.kunit_py:
+        return 0 if run_kunit_tool(tree, result.image) else 1
     online = args.online
     if online is None and args.topology == kunitmod.DEFAULT_TOPOLOGY:
         online = kunitmod.DEFAULT_ONLINE
@@ -649,6 +671,9 @@ def cmd_test(args) -> int:
             with st.stage(f"KUnit on {name}"):
                 if not run_kunit_on(args, tree, result.image, name, online):
                     failed.append(f"KUnit {name}")
+        with st.stage("KUnit with kunit.py (the README's command)"):
+            if not run_kunit_tool(tree, result.image):
+                failed.append("kunit.py")
         with st.stage(f"kselftest sched/{SELFTEST[1]} on {SELFTEST[0]}"):
             if not run_selftest(args, tree, result.image):
                 failed.append("kselftest")
@@ -662,7 +687,7 @@ def cmd_test(args) -> int:
                 failed.append("measure integration")
     finally:
         say(st.summary())
-    passed = len(args.topology) + len(KUNIT_RUNS) + 5 - len(failed)
+    passed = len(args.topology) + len(KUNIT_RUNS) + 6 - len(failed)
     if failed:
         say(f"failed stages: {', '.join(failed)}")
     say(f"test: {passed} passed, {len(failed)} failed")
@@ -716,6 +741,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="apply: with the measurement series; export: into patches/measure/")
     s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
     s.add_argument("--end", default="HEAD", metavar="REV", help="export: last commit")
+    s.add_argument("--reroll-count", "-v", type=int, metavar="N",
+                   help="export: version N of the series ([PATCH vN m/n] subjects)")
     s.add_argument("--onto", metavar="REV", help="rebase: the new base")
     s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
     s.set_defaults(func=cmd_series)
@@ -743,6 +770,10 @@ def make_parser() -> argparse.ArgumentParser:
                    help="preset or SxCxT[:numa]; smt4-numa with all CPUs online also "
                         "compares a fixture with the live domains")
     s.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. 'sched_fair_lb.swb*'")
+    s.add_argument("--kunit-py", action="store_true",
+                   help="run the tree's own kunit.py as the README shows (its own build of "
+                        "kernel/sched/.kunitconfig, the series' qemu config, TCG where KVM "
+                        "is broken) instead of the lab's boot")
     s.set_defaults(func=cmd_kunit)
     measopts = argparse.ArgumentParser(add_help=False)
     measopts.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
