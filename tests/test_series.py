@@ -173,3 +173,51 @@ def test_stage_with_a_failed_check_is_reported_failed(capsys):
         failed.append("bad")
     assert [status for _, _, status in st.times] == ["ok", "failed"]
     assert "<== bad: failed" in capsys.readouterr().out
+
+
+HOOK_DIFF = """\
+diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
+--- a/kernel/sched/fair.c
++++ b/kernel/sched/fair.c
+@@ -61,6 +61,10 @@
+ #include "autogroup.h"
+ 
++#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#include "tests/fair_kunit_seams.h"
++#endif
++
+ /*
+@@ -100,3 +104,7 @@
+ }
++
++#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#include "tests/fair_kunit.c"
++#endif
+"""
+
+
+def test_test_hooks_only_accepts_guarded_additions():
+    assert s.test_hooks_only(HOOK_DIFF)
+
+
+@pytest.mark.parametrize("change", [
+    ("+#endif\n", "+#endif\n+static int x;\n"),                  # code outside a block
+    (" #include \"autogroup.h\"\n", "-#include \"autogroup.h\"\n"),  # a removal
+    ("+#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST\n", "+#ifdef CONFIG_OTHER\n"),  # other option
+    ("+#include \"tests/fair_kunit.c\"\n+#endif\n", "+#include \"tests/fair_kunit.c\"\n"),
+])
+def test_test_hooks_only_rejects(change):
+    old, new = change
+    assert old in HOOK_DIFF
+    assert not s.test_hooks_only(HOOK_DIFF.replace(old, new, 1))
+
+
+def test_test_hooks_only_needs_an_addition():
+    assert not s.test_hooks_only("--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n a\n")
+
+
+def test_preprocessed_tokens_ignore_markers_and_layout():
+    a = '# 1 "fair.c"\nint a =\n   0;\n# 5 "fair.c"\n\nint b;\n'
+    b = '# 1 "fair.c"\nint a = 0;\n\n\n\n# 9 "fair.c"\nint b;\n'
+    assert s.preprocessed_tokens(a) == s.preprocessed_tokens(b) == "int a = 0; int b;"
+    assert s.preprocessed_tokens(a) != s.preprocessed_tokens(a.replace("int b", "int c"))

@@ -18,7 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from .source import Tree
 from .util import (LabError, REPO, cache_dir, fmt_secs, log_dir, log_says_disk_full, say,
@@ -313,11 +313,13 @@ def _up_to_date(bdir: Path, commit: str, config: str, arch: Arch) -> Optional[Bu
 
 
 def compile_objects(tree: Tree, build_dir: Path, objects: List[str], arch: Arch,
-                    log: Path, w1: bool = True, cross: Optional[str] = None) -> List[str]:
-    """Compile only these objects (or folders ending in /); returns warning lines."""
+                    log: Path, w1: bool = True, cross: Optional[str] = None,
+                    extra: Sequence[str] = ()) -> List[str]:
+    """Compile only these objects (or folders ending in /, or .i targets);
+    returns warning lines. @extra: more make arguments (KCFLAGS=...)."""
     if not objects:
         return []
-    args = make_args(arch, build_dir, cross)
+    args = make_args(arch, build_dir, cross) + list(extra)
     if w1:
         args.append("W=1")
     mark = log.stat().st_size if log.exists() else 0

@@ -182,7 +182,8 @@ def _cover_parts(text: str) -> Tuple[str, str]:
 
 
 def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
-           folder: Path = PATCHES, cover: bool = True) -> List[Path]:
+           folder: Path = PATCHES, cover: bool = True,
+           reroll: Optional[int] = None) -> List[Path]:
     """Write start..end of the lab tree back as format-patch files and a series file."""
     start = start or tree.base
     end_sha = git(tree.path, "rev-parse", end)
@@ -199,6 +200,9 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
                 "--zero-commit", f"{start}..{end_sha}"]
         if cover:
             args.insert(1, "--cover-letter")
+        if reroll and reroll > 1:
+            # The version in the subjects only: the file names stay put.
+            args.insert(1, f"--subject-prefix=PATCH v{reroll}")
         git(tree.path, *args)
         new = sorted(Path(tmp).glob("*.patch"))
         for old in read_series(folder):
@@ -367,6 +371,45 @@ def _uncovered(f: str, out: str) -> List[str]:
     return [f"{f}: new file that no MAINTAINERS section covers"]
 
 
+# The series' KUnit option; every patch must also build, W=1 clean, without it.
+KUNIT_OPTION = "CONFIG_SCHED_FAIR_KUNIT_TEST"
+# The lab config that leaves the option off (configs/probe.config).
+OPTION_OFF_CONFIG = "probe"
+
+
+def test_hooks_only(diff: str) -> bool:
+    """Whether a unified diff of one file only adds lines, each of them blank or
+    inside an '#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST' block that it adds too."""
+    depth = 0
+    added = False
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")):
+            continue
+        if line.startswith("-"):
+            return False
+        if not line.startswith("+"):
+            if depth:
+                return False
+            continue
+        text = line[1:].strip()
+        added = True
+        if depth == 0 and text == f"#ifdef {KUNIT_OPTION}":
+            depth = 1
+        elif depth and text.startswith("#if"):
+            depth += 1
+        elif depth and text.startswith("#endif"):
+            depth -= 1
+        elif depth == 0 and text:
+            return False
+    return added and depth == 0
+
+
+def preprocessed_tokens(text: str) -> str:
+    """A preprocessed C file as one line of tokens: no line markers, no layout."""
+    return " ".join(tok for ln in text.splitlines() if not ln.startswith("#")
+                    for tok in ln.split())
+
+
 def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
     """Check every patch: applies, checkpatch --strict, sign-off, W=1 clean objects."""
     tip = ensure_variant(tree, "patched")
@@ -384,20 +427,42 @@ def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
     log = log_dir() / "series-check.log"
     log.write_text("")
     arch = buildmod.get_arch("x86_64")
-    bdir = work_dir() / "build" / tree.key / "check-lab"
+    bdirs = {"on": work_dir() / "build" / tree.key / "check-lab",
+             "off": work_dir() / "build" / tree.key / "check-kunit-off"}
+    configs = {"on": "lab", "off": OPTION_OFF_CONFIG}
     results: List[PatchCheck] = []
-    warn_cache: Dict[Tuple[str, str], List[str]] = {}
+    warn_cache: Dict[Tuple[str, str, str], List[str]] = {}
+    prepared = set()
 
-    def warnings_at(commit: str, objs: List[str]) -> Dict[str, List[str]]:
-        todo = [o for o in objs if (commit, o) not in warn_cache]
+    def prepare(option: str, commit: str) -> None:
+        if option not in prepared:
+            tree.checkout(commit)
+            say(f"  preparing {bdirs[option]} for single-object W=1 builds "
+                f"({KUNIT_OPTION} {option})")
+            buildmod.prepare(tree, bdirs[option], configs[option], arch, log)
+            prepared.add(option)
+
+    def warnings_at(option: str, commit: str, objs: List[str]) -> Dict[str, List[str]]:
+        prepare(option, commit)
+        todo = [o for o in objs if (option, commit, o) not in warn_cache]
         if todo:
             tree.checkout(commit)
             for o in todo:
-                lines = buildmod.compile_objects(tree, bdir, [o], arch, log, w1=w1)
-                warn_cache[(commit, o)] = sorted({_normalize_warning(w) for w in lines})
-        return {o: warn_cache[(commit, o)] for o in objs}
+                lines = buildmod.compile_objects(tree, bdirs[option], [o], arch, log, w1=w1)
+                warn_cache[(option, commit, o)] = sorted({_normalize_warning(w)
+                                                          for w in lines})
+        return {o: warn_cache[(option, commit, o)] for o in objs}
 
-    prepared = False
+    def tokens_off(commit: str, source: str) -> str:
+        """The source preprocessed with the option off and __LINE__ fixed, so
+        that lines a patch adds do not count, only what the compiler sees."""
+        prepare("off", commit)
+        tree.checkout(commit)
+        target = str(Path(source).with_suffix(".i"))
+        buildmod.compile_objects(tree, bdirs["off"], [target], arch, log, w1=False,
+                                 extra=["KCFLAGS=-D__LINE__=0 -Wno-builtin-macro-redefined"])
+        return preprocessed_tokens((bdirs["off"] / target).read_text(errors="replace"))
+
     for patch, commit in zip(patches, commits):
         info = parse_patch(patch.read_text())
         problems: List[str] = []
@@ -413,21 +478,28 @@ def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
         objs, skipped = objects_for(tree.path, files)
         notes += skipped
         if objs:
-            if not prepared:
-                tree.checkout(commit)
-                say(f"  preparing {bdir} for single-object W=1 builds")
-                buildmod.prepare(tree, bdir, "lab", arch, log)
-                prepared = True
             parent = git(tree.path, "rev-parse", f"{commit}^")
-            before = warnings_at(parent, objs)
-            after = warnings_at(commit, objs)
-            for o in objs:
-                new = sorted(set(after[o]) - set(before[o]))
-                if new:
-                    problems.append(f"new W=1 warnings in {o}:\n          " +
-                                    "\n          ".join(new))
-                notes.append(f"compiled {o} with W=1: {len(after[o])} warning(s), "
-                             f"{len(new)} new")
+            for option in ("on", "off"):
+                before = warnings_at(option, parent, objs)
+                after = warnings_at(option, commit, objs)
+                for o in objs:
+                    new = sorted(set(after[o]) - set(before[o]))
+                    if new:
+                        problems.append(f"new W=1 warnings in {o} ({KUNIT_OPTION} {option}):"
+                                        "\n          " + "\n          ".join(new))
+                    notes.append(f"compiled {o} with W=1, {KUNIT_OPTION} {option}: "
+                                 f"{len(after[o])} warning(s), {len(new)} new")
+            for f in files:
+                if not f.endswith(".c") or f"{f[:-2]}.o" not in objs:
+                    continue
+                if not test_hooks_only(git(tree.path, "diff", parent, commit, "--", f)):
+                    continue
+                if tokens_off(parent, f) != tokens_off(commit, f):
+                    problems.append(f"{f} adds only {KUNIT_OPTION} blocks, yet with the "
+                                    "option off the compiler sees other code")
+                else:
+                    notes.append(f"{f} with {KUNIT_OPTION} off: the compiler sees the same "
+                                 "code as before the patch")
         results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
     if ppc:
         results.append(check_ppc64le(tree, tip, log))
