@@ -84,6 +84,14 @@ def test_cover_letter_parts_are_kept():
     assert blurb == "The blurb, line one.\n\nLine two."
 
 
+def test_cover_letter_title_folded_over_lines():
+    folded = COVER.replace("Subject: [PATCH 0/2] sched/fair: SMT balancing",
+                           "Subject: [PATCH v2 0/2] sched/fair: SMT balancing, with\n a long title")
+    title, blurb = s._cover_parts(folded)
+    assert title == "sched/fair: SMT balancing, with a long title"
+    assert blurb == "The blurb, line one.\n\nLine two."
+
+
 def test_series_hash_changes_with_content(tmp_path):
     p = tmp_path / "0001-a.patch"
     p.write_text(PATCH)

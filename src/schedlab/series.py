@@ -172,8 +172,8 @@ def ensure_variant(tree: Tree, variant: str, measure: bool = False) -> str:
 
 def _cover_parts(text: str) -> Tuple[str, str]:
     """Title and blurb of a format-patch cover letter."""
-    m = re.search(r"^Subject: \[[^\]]*\] (.*)$", text, re.M)
-    title = m.group(1).strip() if m else "*** SUBJECT HERE ***"
+    m = re.search(r"^Subject: \[[^\]]*\] (.*(?:\n .*)*)$", text, re.M)
+    title = " ".join(m.group(1).split()) if m else "*** SUBJECT HERE ***"
     body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
     # The blurb ends where format-patch's shortlog starts ("Name (N):").
     m2 = re.search(r"^\S.* \(\d+\):$", body, re.M)
