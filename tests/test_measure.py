@@ -364,3 +364,10 @@ def test_reparse_reads_the_raw_outputs_again(tmp_path):
     (raw / "knob-error.txt").write_text("k: writing 9 gave 7\n")
     (run,) = m.reparse(folder)
     assert not run["complete"] and "knob: k: writing 9 gave 7" in run["problems"]
+
+
+def test_scratch_labels_go_under_work(tmp_path, monkeypatch):
+    from schedlab import measure as m
+    monkeypatch.setattr(m, "work_dir", lambda: tmp_path / "work")
+    assert m.results_dir(m.SCRATCH + "ci-integration") == tmp_path / "work/results/ci-integration"
+    assert m.results_dir("swb-smt8").parts[-2:] == ("results", "swb-smt8")

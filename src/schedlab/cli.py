@@ -623,8 +623,8 @@ def measure_integration(args, tree: source.Tree, build: buildmod.BuildResult) ->
     _check_tools(plan, probes, "auto")
     args.topology, args.seconds, args.runs = INTEGRATION["topology"], INTEGRATION["seconds"], 1
     args.attach, args.latency_tool, args.online = "auto", "auto", None
-    runs = measure_in_vm(args, tree, "patched", "ci-integration", plan, probes, result=build,
-                         knobs=INTEGRATION["knobs"])
+    runs = measure_in_vm(args, tree, "patched", measuremod.SCRATCH + "ci-integration", plan,
+                         probes, result=build, knobs=INTEGRATION["knobs"])
     problems = measuremod.check_runs(runs, probes)
     for p in problems:
         say(f"  FAIL: {p}")

@@ -648,7 +648,15 @@ def parse_run(d: Path, w: Workload, probes_used: Sequence[str] = tuple(DEFAULT_P
                     "probe": probe_out[-4000:]}}
 
 
+# Labels of the lab's own scratch runs (the test command's integration run):
+# their results go under work/, so that a run leaves the checkout clean.
+SCRATCH = "scratch/"
+
+
 def results_dir(label: str) -> Path:
+    """results/LABEL, or work/results/NAME for a scratch label 'scratch/NAME'."""
+    if label.startswith(SCRATCH):
+        return work_dir() / "results" / label[len(SCRATCH):]
     return REPO / "results" / label
 
 
