@@ -88,3 +88,45 @@ def test_a_build_of_the_same_commit_and_fragments_is_reused(tmp_path):
     info["fragments_sha"] = "0" * 16                                  # fragments edited
     (tmp_path / ".schedlab" / "build.json").write_text(json.dumps(info))
     assert b._up_to_date(tmp_path, "c1", "probe", arch) is None
+
+
+def test_config_fragments_ship_in_the_package():
+    from schedlab import util
+    assert b.CONFIG_DIR == util.PACKAGE / "configs"
+    for f in b.config_fragments("probe", b.get_arch("x86_64")):
+        assert f.parent == b.CONFIG_DIR
+
+
+def test_running_config_prefers_proc_then_boot(monkeypatch, tmp_path):
+    import gzip
+    import os
+    proc = tmp_path / "config.gz"
+    monkeypatch.setattr(b, "PROC_CONFIG", proc)
+    monkeypatch.setattr(b, "BOOT_DIR", tmp_path)
+    assert b.running_config_text() == ""
+    with pytest.raises(LabError, match="--host-config FILE"):
+        b.host_config_source(None)
+    (tmp_path / f"config-{os.uname().release}").write_text("CONFIG_BOOT=y\n")
+    assert b.running_config_text() == "CONFIG_BOOT=y\n"
+    proc.write_bytes(gzip.compress(b"CONFIG_PROC=y\n"))
+    assert b.running_config_text() == "CONFIG_PROC=y\n"
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    src = b.host_config_source("running")
+    assert src.read_text() == "CONFIG_PROC=y\n" and src.is_relative_to(tmp_path / "work")
+    assert b.host_config_source(str(proc)) == proc
+    with pytest.raises(LabError, match="no config file"):
+        b.host_config_source(str(tmp_path / "none"))
+
+
+def test_run_make_logs_and_fails_with_the_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    log = tmp_path / "build.log"
+    log.write_text("before\n")
+    ok = ["sh", "-c", "echo '  CC      kernel/sched/fair.o'"]
+    assert b.run_make(ok, tmp_path, log, "make x", quiet=True) >= 0
+    bad = ["sh", "-c", "echo 'fair.c:1: error: nope'; exit 2"]
+    with pytest.raises(LabError, match=r"make y failed \(status 2\)(.|\n)*error: nope"):
+        b.run_make(bad, tmp_path, log, "make y")
+    text = log.read_text()
+    assert text.startswith("before\n\n$ sh -c ")
+    assert "kernel/sched/fair.o" in text and "\n$ sh -c 'echo '\"'\"'fair.c" in text

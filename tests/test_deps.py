@@ -34,4 +34,72 @@ def test_nothing_missing_installs_nothing(monkeypatch):
 
 def test_every_package_says_what_it_is_for():
     assert all(deps.DEBIAN_PACKAGES.values())
-    assert any(p.startswith("virtme-ng") for p in deps.PYPI_PACKAGES)
+
+
+def test_guest_tool_packages_are_setup_packages():
+    for binary, pkg in deps.GUEST_TOOLS.items():
+        assert binary in deps.DEBIAN_PACKAGES[pkg], (binary, pkg)
+    assert deps.GUEST_TOOLS["hackbench"] == "rt-tests"
+    assert "shellcheck" in deps.DEBIAN_PACKAGES
+
+
+def test_venv_requirements_are_the_pyproject_dependencies():
+    import tomllib
+    from pathlib import Path
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    assert deps.venv_requirements() == declared
+    assert deps._pyproject_dependencies(pyproject.read_text()) == declared
+    assert "virtme-ng==1.42" in declared
+
+
+def test_pyproject_fallback_reader_without_tomllib(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_tomllib(name, *a, **k):
+        if name == "tomllib":
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_tomllib)
+    text = ('[project]\nname = "x"\ndependencies = [\n    "a==1",\n    # why\n'
+            '    \'b>=2\',\n]\n[tool.x]\ndependencies = ["no"]\n')
+    assert deps._pyproject_dependencies(text) == ["a==1", "b>=2"]
+
+
+def test_up_to_date_venv_is_left_alone(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "vng").write_text("")
+    marker = tmp_path / "venv" / ".schedlab-requirements"
+    marker.write_text(deps._requirements_key(deps.venv_requirements()) + "\n")
+    monkeypatch.setattr(deps, "run", lambda *a, **k: pytest.fail("pip ran"))
+    monkeypatch.setattr(deps.venv, "EnvBuilder", lambda *a, **k: pytest.fail("venv made"))
+    assert deps.ensure_venv() == tmp_path / "venv"
+
+
+def test_changed_requirements_install_the_list(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    for name in ("vng", "python"):
+        (tmp_path / "venv" / "bin" / name).write_text("")
+    (tmp_path / "venv" / ".schedlab-requirements").write_text("old\n")
+    calls = []
+    monkeypatch.setattr(deps, "run", lambda cmd, **k: calls.append(cmd) or
+                        type("P", (), {"returncode": 0})())
+    deps.ensure_venv()
+    assert len(calls) == 1 and calls[0][-len(deps.venv_requirements()):] == \
+        deps.venv_requirements()
+    assert (tmp_path / "venv" / ".schedlab-requirements").read_text().strip() == \
+        deps._requirements_key(deps.venv_requirements())
+
+
+def test_mypy_and_pytest_commands_use_the_venv(monkeypatch, tmp_path):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    from schedlab import util
+    py = str(tmp_path / "venv" / "bin" / "python")
+    cmd = deps.mypy_cmd()
+    assert cmd[:3] == [py, "-m", "mypy"] and cmd[-1] == str(util.PACKAGE)
+    assert cmd[cmd.index("--config-file") + 1].endswith("pyproject.toml")
+    assert deps.pytest_cmd()[:3] == [py, "-m", "pytest"]
+    assert deps.pytest_cmd()[-1] == str(util.repo_dir() / "tests")

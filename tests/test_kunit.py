@@ -1,11 +1,31 @@
-"""KUnit boots: qemu command line, console parsing (captured from a lab run)."""
+"""KUnit boots: the qemu command line, the console through kunit.py parse --json
+(consoles captured from lab runs), what './schedlab kunit' prints."""
 
+import json
+import re
+import shutil
 from pathlib import Path
 
-from schedlab import kunit as k
-from schedlab import topology as t
+import pytest
 
-CONSOLE = (Path(__file__).parent / "data" / "kunit-console-2x12x8.txt").read_text()
+from schedlab import kunit as k
+from schedlab import kunit_report
+from schedlab import kunit_tool
+from schedlab import topology as t
+from schedlab.util import work_dir
+
+DATA = Path(__file__).parent / "data"
+CONSOLE = DATA / "kunit-console-2x12x8.txt"
+UPSTREAM = DATA / "kunit-console-2x12x8-upstream.txt"
+# What the tree's 'kunit.py parse --json=FILE' wrote for UPSTREAM.
+UPSTREAM_JSON = DATA / "kunit-console-2x12x8-upstream.json"
+
+TREES = sorted(work_dir().glob("trees/*/tools/testing/kunit/kunit.py"))
+needs_tree = pytest.mark.skipif(not TREES, reason="no kernel tree with kunit.py under work/")
+
+
+def tree() -> Path:
+    return TREES[0].parents[3]
 
 
 def test_qemu_command_many_possible_few_online():
@@ -30,71 +50,81 @@ def test_qemu_command_numa_nodes_and_filter():
     assert "kunit.filter_glob=sched_fair_lb.swb*" in append and "maxcpus" not in append
 
 
-def test_totals_from_real_console():
-    assert k.totals(CONSOLE) == (30, 0, 1, 31)
-    assert k.totals("no tests here") == (0, 0, 0, 0)
+def test_counts_and_results_from_kunit_py_json():
+    report = json.loads(UPSTREAM_JSON.read_text())
+    n = kunit_tool.counts(report)
+    assert (n.passed, n.failed, n.crashed, n.skipped, n.errors, n.total) == (44, 0, 0, 1, 0, 45)
+    results = dict(kunit_tool.leaves(report))
+    assert len(results) == 45
+    assert results["sched_fair_lb.fixture_matches_live_domains"] == "SKIP"
+    assert results["sched_fair_lb.swb_probe_counts_per_pass.smt8-2x12x8"] == "PASS"
 
 
-def test_probe_lines_from_real_console():
-    rows = k.parse_probe_lines(CONSOLE)
-    assert len(rows) == 24
-    smt8 = {r.busy: r for r in rows if r.fixture == "smt8-2x12x8"}
-    assert sorted(smt8) == [0, 50, 90, 100]
-    assert smt8[100].fields["pass_probes"] == "4032"
-    assert smt8[100].fields["levels"] == "SMT:192,MC:1536,NUMA:2304"
+@needs_tree
+@pytest.mark.parametrize("console,want", [(CONSOLE, (30, 0, 0, 1)), (UPSTREAM, (44, 0, 0, 1))])
+def test_parse_console_with_the_trees_kunit_py(tmp_path, console, want):
+    parsed = k.parse_console(tree(), console, tmp_path / "r.json")
+    assert parsed.returncode == 0 and parsed.report is not None
+    n = kunit_tool.counts(parsed.report)
+    assert (n.passed, n.failed, n.crashed, n.skipped) == want
+    # kunit.py's own text, without the line naming the JSON file.
+    assert f"Ran {sum(want)} tests: passed: {want[0]}, skipped: 1" in parsed.output
+    assert "Test results stored in" not in parsed.output
+    if console == UPSTREAM:
+        assert parsed.report == json.loads(UPSTREAM_JSON.read_text())
 
 
-def test_probe_table_markdown():
-    rows = k.parse_probe_lines(CONSOLE)
-    table = k.probe_table(rows).splitlines()
-    assert table[0].startswith("| fixture | busy % | upstream probes/pass | probes/pass")
-    # A console from before the upstream comparison: its columns stay empty.
-    assert "| smt8-2x12x8 | 100 |  | 4032 |  | 408 | 96 | SMT:192 MC:1536 NUMA:2304 |" in table
-    assert k.probe_table([]) == ""
+@needs_tree
+def test_parse_console_without_ktap(tmp_path):
+    (tmp_path / "console.log").write_text("Kernel panic - not syncing: VFS\n")
+    parsed = k.parse_console(tree(), tmp_path / "console.log", tmp_path / "r.json")
+    assert parsed.returncode != 0 and parsed.report is not None
+    n = kunit_tool.counts(parsed.report)
+    assert n.total == 0 and n.errors == 1
 
 
-def _row(fixture, busy, ours, up):
-    return k.ProbeRow(fixture, busy, {"pass_probes": str(ours),
-                                      "upstream_pass_probes": str(up)})
+def _fake_boot(monkeypatch, tmp_path, console: Path):
+    """run_kunit without qemu: the boot 'writes' a captured console."""
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    monkeypatch.setattr(k.vm, "kvm_works", lambda image: (False, "test"))
+
+    def boot(cmd, log, timeout, what):
+        shutil.copyfile(console, log)
+        return 0
+    monkeypatch.setattr(k, "run_in_group", boot)
+    image = tmp_path / "bzImage"
+    image.write_text("")
+    return image
 
 
-def test_probe_ratio_and_targets():
-    assert k.probe_ratio(_row("f", 100, 500, 4000)) == 8.0
-    assert k.probe_ratio(_row("f", 0, 0, 0)) == 1.0
-    assert k.probe_ratio(k.ProbeRow("f", 0, {"pass_probes": "3"})) is None
-    rows = [_row("smt8-2x12x8", 100, 600, 4032), _row("smt8-2x12x8", 90, 1000, 3222),
-            _row("smt8-2x12x8", 50, 1300, 1860), _row("smt4-2x12x4", 100, 300, 1632),
-            _row("smt2-x86-2x16x2", 100, 200, 1216), _row("numa-ring-4x4x2", 0, 130, 128)]
-    lines = k.check_targets(rows)
-    assert "smt8-2x12x8 100% busy: 6.72x fewer probes per pass, target >= 6x: met" in lines
-    assert "smt8-2x12x8 90% busy: 3.22x fewer probes per pass, target >= 3.5x: MISSED" in lines
-    assert "smt8-2x12x8 50% busy: 1.43x fewer probes per pass, target >= 1.5x: MISSED" in lines
-    assert any("numa-ring-4x4x2 0% busy: 130 probes per pass, more than upstream's 128"
-               in line for line in lines)
-    assert all("MISSED" not in line for line in k.check_targets(rows[:1] + [
-        _row("smt8-2x12x8", 90, 900, 3222), _row("smt8-2x12x8", 50, 1000, 1860),
-        _row("smt4-2x12x4", 100, 300, 1632), _row("smt2-x86-2x16x2", 100, 200, 1216)]))
-    assert all("MISSED" in line for line in k.check_targets([]))
+@needs_tree
+def test_run_on_prints_results_tables_and_targets(monkeypatch, tmp_path, capsys):
+    image = _fake_boot(monkeypatch, tmp_path, UPSTREAM)
+    assert k.run_on(tree(), image, "2x12x8", 2, None, 60)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "  accelerator: tcg (test)"
+    assert re.search(r"Testing complete\. Ran 45 tests: passed: 44, skipped: 1", out)
+    assert "Test results stored in" not in out
+    for heading in (kunit_report.PROBES_HEADING, kunit_report.CALLS_HEADING,
+                    kunit_report.TARGETS_HEADING):
+        assert heading in lines
+    assert "    smt8-2x12x8 90% busy: 2.38x fewer probes per pass, target >= 3.5x: MISSED" in lines
+    assert re.match(r"  KUnit on 2x12x8: 44 passed, 0 failed, 1 skipped in \d+\.\ds under tcg "
+                    r"\(console: .*kunit-2x12x8\.log\)$", lines[-1])
+    assert (tmp_path / "work" / "logs" / "kunit-2x12x8.json").is_file()
 
 
-def test_call_lines_and_table():
-    console = ("[  9.1]     # swb_decides_as_upstream: swb-calls: fixture=smt8-2x12x8 "
-               "patterns=8006 calls=4611456 probes=15650372 upstream_probes=71119054 "
-               "max_call_probes=96 upstream_max_call_probes=98 stale_probes=29022102 "
-               "stale_max_call_probes=97\n")
-    lines = k.parse_call_lines(console)
-    assert lines[0]["fixture"] == "smt8-2x12x8" and lines[0]["calls"] == "4611456"
-    table = k.call_table(lines).splitlines()
-    assert table[2] == ("| smt8-2x12x8 | 8006 | 4611456 | 15.42 | 3.39 | 4.54x | 96 (98) | "
-                        "6.29 (97) |")
-    assert k.call_table([]) == "" and k.call_table([{"fixture": "x"}]) == ""
-
-
-def test_parsed_counts_from_kunit_py_summary():
-    # What kunit.py parse prints for a run filtered with kunit.filter_glob,
-    # whose console has no '# Totals:' line.
-    line = "[17:08:29] \x1b[1;32mTesting complete. Ran 1 tests: passed: 1\x1b[0m\n"
-    assert k.parsed_counts(line) == (1, 0, 0, 1)
-    assert k.parsed_counts("Testing complete. Ran 5 tests: passed: 2, failed: 1, "
-                           "crashed: 1, skipped: 1") == (2, 2, 1, 5)
-    assert k.parsed_counts("nothing") == (0, 0, 0, 0)
+@needs_tree
+def test_run_kunit_result_and_a_boot_without_tests(monkeypatch, tmp_path, capsys):
+    image = _fake_boot(monkeypatch, tmp_path, CONSOLE)
+    res = k.run_kunit(tree(), image, t.parse_topology("2x12x8"), 2)
+    assert (res.ok, res.passed, res.failed, res.skipped, res.crashed) == (True, 30, 0, 1, 0)
+    assert len(res.results) == 31 and len(res.rows) == 24 and res.calls == []
+    empty = tmp_path / "empty.txt"
+    empty.write_text("kunit: disabled\n")
+    _fake_boot(monkeypatch, tmp_path, empty)
+    assert not k.run_on(tree(), image, "2x12x8", 2, None, 60)
+    out = capsys.readouterr().out
+    assert "no KUnit test ran (kunit.enable was not honoured)" in out
+    assert "KUnit on 2x12x8: 0 passed, 0 failed, 0 skipped" in out

@@ -135,3 +135,22 @@ def test_real_guest_reports(preset):
     view = t.parse_guest_report((DATA / f"guest-{preset}.txt").read_text())
     assert t.check_view(topo, view) == []
     assert view.domains == topo.expected_domains()
+
+
+def test_guest_probe_is_a_shipped_shellcheck_clean_script():
+    import shutil
+    import subprocess
+    probe = t.guest_probe()
+    assert probe.name == "topology-probe.sh" and probe.is_file()
+    assert probe.read_text().startswith("#!/bin/bash\n")
+    subprocess.run(["bash", "-n", str(probe)], check=True)
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck not installed (Debian package shellcheck)")
+    proc = subprocess.run(["shellcheck", str(probe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_guest_probe_prints_what_the_parser_reads():
+    text = t.guest_probe().read_text()
+    for key in ("nproc", "possible", "online", "cpu", "node", "domain"):
+        assert f'echo "{key} ' in text, key

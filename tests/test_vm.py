@@ -35,3 +35,16 @@ def test_single_threaded_tcg_only_under_tcg():
     assert single not in vm.vng_command(Path("/b/bzImage"), topo, "true", kvm=False)
     assert not any("thread=single" in a for a in vm.vng_command(
         Path("/b/bzImage"), topo, "true", kvm=True, tcg_single=True))
+
+
+def test_spawn_captures_the_console_and_stops_on_timeout(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    monkeypatch.setattr(vm, "ensure_venv", lambda: tmp_path / "venv")
+    log = tmp_path / "vm.log"
+    res = vm._spawn(["sh", "-c", "echo booted; exit 3"], 30, log)
+    assert (res.returncode, res.output, res.timed_out) == (3, "booted\n", False)
+    res = vm._spawn(["sh", "-c", "echo hung; sleep 60"], 1, log)
+    assert (res.returncode, res.output, res.timed_out) == (124, "hung\n", True)
+    text = log.read_text()
+    assert text.startswith("$ sh -c 'echo booted; exit 3'\nbooted\n\n[exit 3]\n")
+    assert text.endswith("hung\n\n[exit -15, timed out]\n")

@@ -1,6 +1,6 @@
 """Out-of-tree kernel builds per tree, variant, config and architecture.
 
-Configs are lists of fragments in configs/, merged with the kernel's own
+Configs are lists of fragments in the package's configs/, merged with the kernel's own
 scripts/kconfig/merge_config.sh on top of the architecture's starting point
 (alldefconfig for x86_64: the kernel's defaults, far smaller than defconfig).
 Builds live in work/build/<tree>/<variant>-<config>[-<arch>]/ and are
@@ -10,21 +10,21 @@ of the lab in another folder hits the same cache.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .source import Tree
-from .util import (LabError, REPO, cache_dir, fmt_secs, log_dir, log_says_disk_full, say,
-                   work_dir)
+from .util import (PACKAGE, LabError, cache_dir, fmt_secs, log_dir, log_says_disk_full, run,
+                   run_logged, say, work_dir)
 
-CONFIG_DIR = REPO / "configs"
+CONFIG_DIR = PACKAGE / "configs"
 
 # Named configs: fragments merged in this order after the arch fragment.
 CONFIGS: Dict[str, List[str]] = {
@@ -116,8 +116,8 @@ def known_symbols(tree: Path, symbols: List[str]) -> set:
         return set()
     names = [s[len("CONFIG_"):] for s in symbols]
     pattern = r"^\s*(menu)?config\s+(" + "|".join(map(re.escape, names)) + r")\s*$"
-    proc = subprocess.run(["git", "-C", str(tree), "grep", "-h", "-E", pattern, "--",
-                           "*Kconfig*"], capture_output=True, text=True)
+    proc = run(["git", "-C", str(tree), "grep", "-h", "-E", pattern, "--", "*Kconfig*"],
+               capture=True, check=False)
     found = set()
     for line in proc.stdout.splitlines():
         found.add("CONFIG_" + line.split()[-1])
@@ -164,41 +164,44 @@ def run_make(cmd: List[str], tree: Path, log: Path, what: str, quiet: bool = Fal
     """Run make in the tree, keep the full log, show progress; returns seconds."""
     env = dict(os.environ)
     env.update(ccache_env())
-    start = time.monotonic()
-    last_report = start
-    objects = 0
-    last_obj = ""
-    with open(log, "a") as f:
-        f.write(f"\n$ {' '.join(cmd)}\n")
-        f.flush()
-        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace",
-                                start_new_session=True)
-        try:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                f.write(line)
-                if line.startswith("  CC ") or line.startswith("  AS "):
-                    objects += 1
-                    last_obj = line.split()[-1]
-                now = time.monotonic()
-                if not quiet and now - last_report >= 30:
-                    last_report = now
-                    say(f"  [{what}] {fmt_secs(now - start)} elapsed, {objects} files "
-                        f"compiled, last {last_obj}")
-            proc.wait()
-        except BaseException:
-            from .util import kill_group
-            kill_group(proc)
-            raise
-    took = time.monotonic() - start
-    if proc.returncode != 0:
+    progress = _Progress(what, quiet)
+    done = run_logged(cmd, log, cwd=tree, env=env, append=True, on_line=progress.line)
+    if done.returncode != 0:
         if log_says_disk_full(log):
             raise LabError(f"disk full during {what}: free space under {work_dir()} "
                            f"(log: {log})")
         tail = _error_lines(log)
-        raise LabError(f"{what} failed (status {proc.returncode}); full log: {log}\n{tail}")
-    return took
+        raise LabError(f"{what} failed (status {done.returncode}); full log: {log}\n{tail}")
+    return done.seconds
+
+
+class _Progress:
+    """Counts the objects make compiles; says how far it got every 30 seconds."""
+
+    def __init__(self, what: str, quiet: bool) -> None:
+        self.what, self.quiet = what, quiet
+        self.start = self.last_report = time.monotonic()
+        self.objects = 0
+        self.last_obj = ""
+
+    def line(self, line: str) -> None:
+        if line.startswith("  CC ") or line.startswith("  AS "):
+            self.objects += 1
+            self.last_obj = line.split()[-1]
+        now = time.monotonic()
+        if not self.quiet and now - self.last_report >= 30:
+            self.last_report = now
+            say(f"  [{self.what}] {fmt_secs(now - self.start)} elapsed, {self.objects} files "
+                f"compiled, last {self.last_obj}")
+
+
+def merge_config(tree: Tree, out_dir: Path, inputs: List[str], arch: Arch, log: Path) -> None:
+    """The kernel's merge_config.sh -m: out_dir/.config from the inputs, in order."""
+    done = run_logged([str(tree.path / "scripts/kconfig/merge_config.sh"), "-m", "-O",
+                       str(out_dir), *inputs], log, cwd=tree.path,
+                      env=dict(os.environ, ARCH=arch.karch), append=True)
+    if done.returncode != 0:
+        raise LabError(f"merge_config.sh failed (log: {log})")
 
 
 def _error_lines(log: Path, limit: int = 25) -> str:
@@ -221,14 +224,7 @@ def configure(tree: Tree, build_dir: Path, config: str, arch: Arch, log: Path,
         start_cfg = merge_dir / "start.config"
         shutil.copy(build_dir / ".config", start_cfg)
         inputs = [str(start_cfg)] + inputs
-    env = dict(os.environ, ARCH=arch.karch)
-    proc = subprocess.run([str(tree.path / "scripts/kconfig/merge_config.sh"), "-m", "-O",
-                           str(merge_dir), *inputs], cwd=tree.path, env=env,
-                          capture_output=True, text=True)
-    with open(log, "a") as f:
-        f.write(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise LabError(f"merge_config.sh failed (log: {log})")
+    merge_config(tree, merge_dir, inputs, arch, log)
     merged = merge_dir / ".config"
     run_make(base + [f"KCONFIG_ALLCONFIG={merged}", "alldefconfig"], tree.path, log,
              "configure", quiet=True)
@@ -275,7 +271,7 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
                         f"build {variant}/{config}")
     release = (bdir / "include/config/kernel.release").read_text().strip()
     info = {"variant": variant, "commit": commit, "config": config, "arch": arch.name,
-            "release": release, "fragments": [str(p.relative_to(REPO))
+            "release": release, "fragments": [str(p.relative_to(PACKAGE))
                                               for p in config_fragments(config, arch)],
             "tree": str(tree.path), "base": tree.base,
             "fragments_sha": _fragments_sha(config, arch)}
@@ -351,26 +347,41 @@ def native_arch() -> Arch:
     return Arch(a.name, a.karch, "", a.start, a.image, a.image_path)
 
 
+PROC_CONFIG = Path("/proc/config.gz")
+BOOT_DIR = Path("/boot")
+
+
+def running_config_text() -> str:
+    """The running kernel's config: /proc/config.gz, else /boot/config-$(uname -r);
+    empty when there is neither."""
+    try:
+        if PROC_CONFIG.is_file():
+            return gzip.decompress(PROC_CONFIG.read_bytes()).decode(errors="replace")
+        boot = BOOT_DIR / f"config-{os.uname().release}"
+        if boot.is_file():
+            return boot.read_text(errors="replace")
+    except (OSError, EOFError, gzip.BadGzipFile):
+        pass
+    return ""
+
+
 def host_config_source(path: Optional[str]) -> Path:
-    """The config to start from: the given file, else the running kernel's."""
+    """The config to start from: the given file, else the running kernel's
+    (written under work/host-config/)."""
     if path and path != "running":
         p = Path(path)
         if not p.is_file():
             raise LabError(f"no config file at {p}")
         return p
     release = os.uname().release
-    boot = Path(f"/boot/config-{release}")
-    if boot.is_file():
-        return boot
-    proc = Path("/proc/config.gz")
-    if proc.is_file():
-        import gzip
-        out = work_dir() / "host-config" / f"config-{release}"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(gzip.decompress(proc.read_bytes()))
-        return out
-    raise LabError(f"neither /boot/config-{release} nor /proc/config.gz: pass "
-                   "--host-config FILE")
+    text = running_config_text()
+    if not text:
+        raise LabError(f"the running kernel's config is in neither {PROC_CONFIG} nor "
+                       f"{BOOT_DIR}/config-{release}: pass --host-config FILE")
+    out = work_dir() / "host-config" / f"config-{release}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    return out
 
 
 def host_config_edits(variant: str) -> List[str]:
@@ -402,22 +413,15 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
             f"build folder {bdir}\n  full log: {log}")
         merge_dir = bdir / ".schedlab"
         merge_dir.mkdir(exist_ok=True)
-        env = dict(os.environ, ARCH=arch.karch)
-        proc = subprocess.run([str(tree.path / "scripts/kconfig/merge_config.sh"), "-m", "-O",
-                               str(merge_dir), str(config_src), str(CONFIG_DIR / "host.config")],
-                              cwd=tree.path, env=env, capture_output=True, text=True)
-        with open(log, "a") as f:
-            f.write(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            raise LabError(f"merge_config.sh failed (log: {log})")
+        merge_config(tree, merge_dir, [str(config_src), str(CONFIG_DIR / "host.config")],
+                     arch, log)
         shutil.copy(merge_dir / ".config", bdir / ".config")
-        subprocess.run([str(tree.path / "scripts/config"), "--file", str(bdir / ".config"),
-                        *host_config_edits(variant)], check=True)
+        run([str(tree.path / "scripts/config"), "--file", str(bdir / ".config"),
+             *host_config_edits(variant)], log=log)
         base = make_args(arch, bdir)
         if localmodconfig:
             lsmod = merge_dir / "lsmod.txt"
-            lsmod.write_text(subprocess.run(["lsmod"], capture_output=True,
-                                            text=True).stdout)
+            lsmod.write_text(run(["lsmod"], capture=True, check=False).stdout)
             run_make(base + [f"LSMOD={lsmod}", "localmodconfig"], tree.path, log,
                      "localmodconfig", quiet=True)
         run_make(base + ["olddefconfig"], tree.path, log, "configure", quiet=True)
@@ -438,5 +442,4 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
 
 
 def run_make_output(cmd: List[str], tree: Path) -> str:
-    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
-    return proc.stdout.strip()
+    return run(cmd, cwd=tree, capture=True, check=False).stdout.strip()

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from . import probes as probemod
 from . import stats
+from . import workloads as workmod
 from .util import LabError
 
 # What must be equal for two result sets to be compared.
@@ -20,16 +22,14 @@ COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arc
               "accel")
 
 
-# The rows 'ab' prints and the README quotes: rates of the counts first, then
-# the workloads' own results, then the funclatency mean.
-HEADLINE = (r"^(should_we_balance calls per s|idle_cpu probes in should_we_balance per s|"
-            r"idle_cpu probes per should_we_balance call|"
-            r"sched_balance_rq (busy|idle|newidle) calls per s|"
-            r"sched_balance_rq newidle (calls|total time)|avg_idle at newidle below 500 us|"
-            r"migrations per s|cpu busy|"
-            r"hackbench time|perf sched \w+ time|stress-ng cpu bogo-ops/s|"
-            r"(dbench|tbench) throughput|schbench rps|"
-            r"should_we_balance mean time \(funclatency\))$")
+def _names_rx(names) -> str:
+    return "^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")$"
+
+
+# The rows 'ab' prints and the README quotes: the metrics the probe and
+# workload records mark as headline metrics.
+HEADLINE = _names_rx([m.name for m in probemod.catalogue() if m.headline]
+                     + [r for w in workmod.all_results() for r in w.results])
 
 
 def select(rs: List["Row"], pattern: Optional[str]) -> List["Row"]:
@@ -115,7 +115,7 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}"
 
 
-def _render(head: List[str], body: List[List[str]], markdown: bool) -> List[str]:
+def render_table(head: List[str], body: List[List[str]], markdown: bool) -> List[str]:
     """Rows as Markdown or aligned text; the first two columns are labels."""
     if markdown:
         lines = ["| " + " | ".join(head) + " |",
@@ -134,23 +134,28 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> st
         imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
         body.append([r.workload, f"{r.metric} ({r.unit})", _fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
                      _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""])
-    lines = _render(head, body, markdown)
+    lines = render_table(head, body, markdown)
     lines.append("")
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
                  f"{stats.SIGNIFICANCE_RULE}.")
     return "\n".join(lines)
 
 
-# The columns of a sweep table (several arms of one 'ab' run, seed 004's
-# shape: load level -> CPU utilisation, throughput), as (title, metric regex).
-SWEEP_COLUMNS = (
-    ("cpu busy %", r"^cpu busy$"),
-    ("result", r"^(hackbench time|stress-ng cpu bogo-ops/s|tbench throughput|"
-               r"dbench throughput|perf sched \w+ ops/s|schbench rps)$"),
-    ("newidle balance runs", r"^sched_balance_rq newidle calls$"),
-    ("newidle balance time (ms)", r"^sched_balance_rq newidle total time$"),
-    ("avg_idle < 500 us %", r"^avg_idle at newidle below 500 us$"),
-)
+def _sweep_columns() -> List[Tuple[str, str]]:
+    """The columns of a sweep table (several arms of one 'ab' run: load level
+    -> CPU utilisation, throughput), as (title, metric regex), from the
+    records: CPU busy time, the workload's result, the probes' columns."""
+    cols: Dict[str, List[str]] = {}
+    for m in list(probemod.SYSTEM_METRICS):
+        cols.setdefault(m.sweep, []).append(m.name)
+    cols["result"] = [w.sweep_result for w in workmod.all_results() if w.sweep_result]
+    for m in probemod.catalogue():
+        if m.sweep:
+            cols.setdefault(m.sweep, []).append(m.name)
+    return [(title, _names_rx(names)) for title, names in cols.items()]
+
+
+SWEEP_COLUMNS = tuple(_sweep_columns())
 
 
 def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> str:
@@ -186,8 +191,27 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
     keep = [i for i in range(len(head)) if i < 2 or any(r[i] != "-" for r in body)]
     head = [head[i] for i in keep]
     body = [[r[i] for i in keep] for r in body]
-    lines = _render(head, body, markdown)
+    lines = render_table(head, body, markdown)
     lines.append("")
     lines.append("mean (CV%) over the complete runs of each arm; significance in the "
                  "pairwise tables.")
     return "\n".join(lines)
+
+
+def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path],
+                     only: Optional[str] = None) -> str:
+    """The table of B against A (rows matching ONLY), and the plots into PLOTS."""
+    a, b = load_runs(a_dir), load_runs(b_dir)
+    check_comparable(a, b)
+    rs = rows(a, b)
+    if not rs:
+        raise LabError("no metric has complete runs on both sides")
+    shown = select(rs, only)
+    if not shown:
+        raise LabError(f"--only {only!r} matches no metric")
+    text = table(shown, a_dir.name, b_dir.name, markdown=markdown)
+    if plots:
+        from . import plots as plotmod
+        files = plotmod.write_plots(a, b, rs, a_dir.name, b_dir.name, plots)
+        text += "\nplots:\n" + "\n".join(f"  {f}" for f in files)
+    return text

@@ -1,20 +1,46 @@
-"""Setup: the Debian packages and the project venv (PyPI) the lab needs.
+"""Setup: the Debian packages and the project venv the lab needs.
 
 The first run installs what is missing and says what it installs; without
-root it stops with the list of packages to install.
+root it stops with the list of packages to install.  The venv's packages
+are the [project] dependencies of pyproject.toml.  Only the standard library
+is used here: the ./schedlab wrapper runs this with the system python to
+make the venv it then runs in.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import venv
 from pathlib import Path
 from typing import Dict, List
 
-from .util import LabError, REPO, log_dir, run, say, work_dir
+from .util import PACKAGE, LabError, log_dir, repo_dir, run, say, work_dir
+
+# The binaries guest plans run -> the Debian package that has each (for the
+# "missing tool" messages of measure, and the packages setup installs).
+GUEST_TOOLS: Dict[str, str] = {
+    "bpftrace": "bpftrace",
+    "stress-ng": "stress-ng",
+    "hackbench": "rt-tests",
+    "perf": "linux-perf",
+    "dbench": "dbench",
+    "tbench": "dbench",
+    "tbench_srv": "dbench",
+    "funclatency-bpfcc": "bpfcc-tools",
+    "funclatency": "libbpf-tools",
+}
+
+
+def _guest_tool_packages() -> Dict[str, str]:
+    out: Dict[str, List[str]] = {}
+    for binary, pkg in GUEST_TOOLS.items():
+        out.setdefault(pkg, []).append(binary)
+    return {pkg: "guest tools: " + ", ".join(bins) for pkg, bins in out.items()}
+
 
 # Debian package -> what the lab uses it for.
 DEBIAN_PACKAGES: Dict[str, str] = {
@@ -39,24 +65,30 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     "udev": "virtme-ng's guest init names the virtio console ports with it",
     "procps": "guest tools",
     "iproute2": "guest tools",
-    "rt-tests": "hackbench",
-    "stress-ng": "stress-ng workloads",
-    "dbench": "dbench and tbench",
-    "bpftrace": "bpftrace probes",
-    "libbpf-tools": "libbpf-tools funclatency",
-    "bpfcc-tools": "bcc funclatency",
-    "linux-perf": "perf bench sched",
+    **_guest_tool_packages(),
     "python3-matplotlib": "the PNG plots of compare and ab",
+    "shellcheck": "lint of the guest scripts",
 }
 
-# PyPI packages installed into the project venv (work/venv).
-PYPI_PACKAGES: List[str] = [
-    "virtme-ng==1.42",
-    "pytest>=7",
-    # checkpatch.pl runs scripts/spdxcheck.py, which needs these.
-    "ply",
-    "GitPython",
-]
+
+def venv_requirements() -> List[str]:
+    """The venv's packages: [project] dependencies of this source's pyproject.toml,
+    or of the installed distribution's metadata when there is no source."""
+    pyproject = PACKAGE.parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        return _pyproject_dependencies(pyproject.read_text())
+    from importlib import metadata
+    return [r for r in metadata.requires("schedlab") or [] if "extra ==" not in r]
+
+
+def _pyproject_dependencies(text: str) -> List[str]:
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: the one array this needs
+        m = re.search(r"^\[project\]$.*?^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S)
+        body = re.sub(r"#.*", "", m.group(1)) if m else ""
+        return re.findall(r"[\"']([^\"']+)[\"']", body)
+    return list(tomllib.loads(text).get("project", {}).get("dependencies", []))
 
 
 def venv_dir() -> Path:
@@ -108,27 +140,29 @@ def ensure_debian(packages: List[str] | None = None) -> None:
                    f"(log: {log})")
 
 
-def _requirements_key() -> str:
-    return hashlib.sha256("\n".join(PYPI_PACKAGES + [sys.version]).encode()).hexdigest()[:16]
+def _requirements_key(reqs: List[str]) -> str:
+    return hashlib.sha256("\n".join(reqs + [sys.version]).encode()).hexdigest()[:16]
 
 
 def ensure_venv() -> Path:
+    """work/venv with the pyproject dependencies; a no-op when up to date."""
     vdir = venv_dir()
+    reqs = venv_requirements()
     marker = vdir / ".schedlab-requirements"
-    if marker.is_file() and marker.read_text().strip() == _requirements_key() \
+    if marker.is_file() and marker.read_text().strip() == _requirements_key(reqs) \
             and venv_bin("vng").exists():
         return vdir
     log = log_dir() / "setup.log"
-    say(f"  creating the project venv {vdir} with: {' '.join(PYPI_PACKAGES)}")
+    say(f"  setting up the project venv {vdir} with: {' '.join(reqs)} (log: {log})")
     if not venv_bin("python").exists():
         venv.EnvBuilder(with_pip=True, clear=True).create(vdir)
     pip = [str(venv_bin("python")), "-m", "pip", "install", "-q",
            "--disable-pip-version-check"]
-    if run(pip + PYPI_PACKAGES, log=log, check=False).returncode != 0:
-        failed = [p for p in PYPI_PACKAGES if run(pip + [p], log=log, check=False).returncode]
-        raise LabError(f"pip could not install: {' '.join(failed or PYPI_PACKAGES)} "
+    if run(pip + reqs, log=log, check=False).returncode != 0:
+        failed = [p for p in reqs if run(pip + [p], log=log, check=False).returncode]
+        raise LabError(f"pip could not install: {' '.join(failed or reqs)} "
                        f"(log: {log})")
-    marker.write_text(_requirements_key() + "\n")
+    marker.write_text(_requirements_key(reqs) + "\n")
     return vdir
 
 
@@ -144,5 +178,14 @@ def venv_env() -> dict:
     return env
 
 
+def mypy_cmd() -> List[str]:
+    """mypy over the package, with pyproject's [tool.mypy] settings when there is a source."""
+    cmd = [str(venv_bin("python")), "-m", "mypy", "--ignore-missing-imports"]
+    pyproject = PACKAGE.parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        cmd += ["--config-file", str(pyproject)]
+    return cmd + [str(PACKAGE)]
+
+
 def pytest_cmd() -> List[str]:
-    return [str(venv_bin("python")), "-m", "pytest", "-q", str(REPO / "tests")]
+    return [str(venv_bin("python")), "-m", "pytest", "-q", str(repo_dir() / "tests")]

@@ -13,6 +13,9 @@ falls back to TCG. The lab uses exactly that command (with_kvm_hidden()).
 
 The verdict: kunit.py succeeds, runs tests, and skips nothing but
 fixture_matches_live_domains, which needs every possible CPU online.
+
+The readers of kunit.py's JSON report (load_report, leaves, counts) also
+serve the lab's own KUnit boots (kunit.py of this package).
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
-from .util import log_dir, run_in_group, say
+from . import build as buildmod
+from . import vm
+from .util import log_dir, run_in_group, say, work_dir
 
 QEMU_CONFIG = "kernel/sched/tests/kunit_qemu_x86_64.py"
 KUNITCONFIG = "kernel/sched"
@@ -59,6 +65,43 @@ def leaves(group: dict, path: Tuple[str, ...] = ()) -> Iterator[Tuple[str, str]]
         yield ".".join(here + (case.get("name", ""),)), case.get("status", "")
     for sub in group.get("sub_groups", []):
         yield from leaves(sub, here)
+
+
+def load_report(path: Path) -> Optional[dict]:
+    """kunit.py's JSON report ('--json=FILE'), None if it wrote none."""
+    try:
+        report = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+@dataclass
+class Counts:
+    """kunit.py's totals: its 'Testing complete. Ran N tests: ...' line."""
+    passed: int = 0
+    failed: int = 0
+    crashed: int = 0
+    skipped: int = 0
+    errors: int = 0      # parse errors (no KTAP output, missing results), not tests
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.crashed + self.skipped
+
+
+def counts(report: dict) -> Counts:
+    """The totals of a report: its top group's 'misc', which kunit.py fills
+    with the counts it prints (a parameterised case that fails around passing
+    parameters counts once more as failed there than its leaves show); a
+    report without it is counted from its leaves."""
+    misc = report.get("misc")
+    if isinstance(misc, dict):
+        return Counts(*(int(misc.get(k) or 0)
+                        for k in ("passed", "failed", "crashed", "skipped", "errors")))
+    statuses = [status for _, status in leaves(report)]
+    passed, skipped, crashed = (statuses.count(s) for s in ("PASS", "SKIP", "ERROR"))
+    return Counts(passed, len(statuses) - passed - skipped - crashed, crashed, skipped)
 
 
 def verdict(report: dict) -> Tuple[bool, str]:
@@ -113,9 +156,8 @@ def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
     for ln in out.splitlines():
         if "Testing complete" in ln or "Elapsed time" in ln or "[SKIPPED]" in ln:
             say(f"  {ln.strip()}")
-    try:
-        report = json.loads(json_path.read_text())
-    except (OSError, ValueError):
+    report = load_report(json_path)
+    if report is None:
         tail = "\n    ".join(out.strip().splitlines()[-15:])
         return ToolResult(False, f"kunit.py wrote no report (status {status}); "
                           f"last lines:\n    {tail}", took, log, hide_kvm)
@@ -124,3 +166,18 @@ def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
         ok = False
         line += f"\n  FAIL: kunit.py exited with status {status}"
     return ToolResult(ok, line, took, log, hide_kvm)
+
+
+def run_readme_command(tree_path: Path, tree_key: str, image: Path) -> bool:
+    """The README's plain kunit.py command, with its TCG fallback where KVM is
+    broken (image: a lab kernel, only to find out whether KVM works here)."""
+    kvm, why = vm.kvm_works(image)
+    say(f"  KVM: {'works' if kvm else 'not usable'} ({why})"
+        + ("" if kvm else "; /dev/kvm hidden from qemu (README: TCG fallback)"))
+    res = run(tree_path, work_dir() / "build" / tree_key / "kunit-tool", hide_kvm=not kvm,
+              env=dict(os.environ, **buildmod.ccache_env()),
+              cc="ccache gcc" if shutil.which("ccache") else None)
+    say(f"  kunit.py: {res.line}")
+    say(f"  kunit.py: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f}s, build and boot "
+        f"included (log: {res.log})")
+    return res.ok

@@ -223,7 +223,7 @@ def schbench(text: str) -> Dict[str, Metric]:
         if m:
             out[f"schbench {kind.lower()} p99"] = Metric(float(m.group(1)), "us", "time",
                                                           False)
-    m = list(re.finditer(r"average rps:\s*([0-9.]+)", text))
-    if m:
-        out["schbench rps"] = Metric(float(m[-1].group(1)), "req/s", "rate", True)
+    rps = list(re.finditer(r"average rps:\s*([0-9.]+)", text))
+    if rps:
+        out["schbench rps"] = Metric(float(rps[-1].group(1)), "req/s", "rate", True)
     return out

@@ -9,25 +9,22 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from .util import LabError
+from . import probes as probemod
 
-# Interpreters tried when the one running the lab has no matplotlib (a pyenv or
-# venv Python in front of Debian's, which has python3-matplotlib).
-SYSTEM_PYTHONS = ("/usr/bin/python3",)
+
+
+def _plotted(kind: str) -> List[str]:
+    """The metrics the records mark for the bar plot KIND ("count" or "time"), in order."""
+    return [m.name for m in sorted((m for m in probemod.catalogue() if m.plot == kind),
+                                   key=lambda m: m.rank)]
+
 
 # Metrics shown in the bar plots, in this order, when present.
-COUNT_METRICS = ("idle_cpu probes in should_we_balance per s", "should_we_balance calls per s",
-                 "sched_balance_rq newidle calls per s", "migrations per s")
-TIME_METRICS = ("should_we_balance mean time (funclatency)",
-                "should_we_balance mean time (bpftrace)", "sched_balance_rq newidle mean time")
+COUNT_METRICS = tuple(_plotted("count"))
+TIME_METRICS = tuple(_plotted("time"))
 
 
 def _pyplot():
@@ -35,22 +32,6 @@ def _pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
-
-
-def _have_matplotlib() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-def _other_python() -> str:
-    for py in SYSTEM_PYTHONS:
-        if os.path.realpath(py) == os.path.realpath(sys.executable) or not os.path.exists(py):
-            continue
-        r = subprocess.run([py, "-c", "import matplotlib"], capture_output=True)
-        if r.returncode == 0:
-            return py
-    raise LabError("plots need matplotlib (Debian package python3-matplotlib; "
-                   "'./schedlab setup' installs it), or pass --no-plots")
 
 
 def _bars(plt, rows, metrics: Sequence[str], a_name: str, b_name: str, title: str,
@@ -113,39 +94,28 @@ def merged_histogram(runs: List[dict], workload: str, name: str = "should_we_bal
 
 def plot_data(a: List[dict], b: List[dict], rows, a_name: str, b_name: str) -> dict:
     """Everything the plots need, as JSON-able data (rows from compare.compare)."""
-    data = {"a_name": a_name, "b_name": b_name, "rows": [], "histograms": []}
+    table: List[dict] = []
+    histograms: List[dict] = []
+    data = {"a_name": a_name, "b_name": b_name, "rows": table, "histograms": histograms}
     for r in rows:
-        data["rows"].append({"metric": r.metric, "workload": r.workload, "unit": r.unit,
+        table.append({"metric": r.metric, "workload": r.workload, "unit": r.unit,
                              "a_mean": r.a.mean, "b_mean": r.b.mean,
                              "a_half": _half(r.a), "b_half": _half(r.b)})
     for w in sorted({r["workload"] for r in a} & {r["workload"] for r in b}):
         ha, tool, unit = merged_histogram(a, w)
         hb, _, _ = merged_histogram(b, w)
         if ha and hb:
-            data["histograms"].append({"workload": w, "tool": tool, "unit": unit,
+            histograms.append({"workload": w, "tool": tool, "unit": unit,
                                        "a": sorted(ha.items()), "b": sorted(hb.items())})
     return data
 
 
 def write_plots(a: List[dict], b: List[dict], rows, a_name: str, b_name: str,
                 folder: Path) -> List[Path]:
-    """Write the PNGs; with another Python when this one has no matplotlib."""
+    """Write the PNGs."""
     data = plot_data(a, b, rows, a_name, b_name)
     folder.mkdir(parents=True, exist_ok=True)
-    if _have_matplotlib():
-        return render(data, folder)
-    py = _other_python()
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(data, f)
-    try:
-        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-        r = subprocess.run([py, "-m", "schedlab.plots", f.name, str(folder)], env=env,
-                           capture_output=True, text=True)
-    finally:
-        os.unlink(f.name)
-    if r.returncode != 0:
-        raise LabError(f"plotting with {py} failed:\n{r.stderr.strip()}")
-    return [Path(line) for line in r.stdout.split()]
+    return render(data, folder)
 
 
 def render(data: dict, folder: Path) -> List[Path]:
@@ -191,9 +161,3 @@ def _fmt_low(v: int) -> str:
             return f"{v // div}{suf}"
     return str(v)
 
-
-if __name__ == "__main__":
-    # python -m schedlab.plots DATA.json FOLDER: render only (see write_plots).
-    with open(sys.argv[1]) as fh:
-        for path in render(json.load(fh), Path(sys.argv[2])):
-            print(path)

@@ -3,6 +3,7 @@
 patches/0000-cover-letter.patch is the cover letter (not listed in series).
 patches/measure/ is the measurement-only series (same layout), applied on top
 of base and patched alike when measuring, never part of the upstream series.
+The per-patch checks are in series_check.py.
 """
 
 from __future__ import annotations
@@ -10,24 +11,29 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple, TypedDict
 
-from . import build as buildmod
 from .source import Tree
-from .util import LabError, REPO, git, log_dir, run, say, work_dir
+from .util import LabError, git, log_dir, repo_dir, run, say, work_dir
 
-PATCHES = REPO / "patches"
-MEASURE = PATCHES / "measure"
 COVER = "0000-cover-letter.patch"
 
 
-def read_series(folder: Path = PATCHES) -> List[Path]:
-    """The patch files named by folder/series, in order."""
+def patches_dir() -> Path:
+    """The upstream series: patches/ of the checkout."""
+    return repo_dir() / "patches"
+
+
+def measure_dir() -> Path:
+    """The measurement-only series: patches/measure/ of the checkout."""
+    return patches_dir() / "measure"
+
+
+def read_series(folder: Optional[Path] = None) -> List[Path]:
+    """The patch files named by folder/series (default patches/), in order."""
+    folder = patches_dir() if folder is None else folder
     series = folder / "series"
     if not series.is_file():
         return []
@@ -46,7 +52,13 @@ def read_series(folder: Path = PATCHES) -> List[Path]:
     return out
 
 
-def parse_patch(text: str) -> Dict[str, object]:
+class PatchInfo(TypedDict):
+    subject: str
+    signoffs: List[str]
+    files: List[str]
+
+
+def parse_patch(text: str) -> PatchInfo:
     """Subject, sign-offs and touched files of one format-patch file."""
     subject = ""
     m = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", text, re.M)
@@ -126,17 +138,17 @@ def _apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str
 
 
 def _identity() -> List[str]:
-    name = git(REPO, "config", "user.name", check=False) or "schedlab"
-    email = git(REPO, "config", "user.email", check=False) or "schedlab@localhost"
+    name = git(repo_dir(), "config", "user.name", check=False) or "schedlab"
+    email = git(repo_dir(), "config", "user.email", check=False) or "schedlab@localhost"
     return ["-c", f"user.name={name}", "-c", f"user.email={email}"]
 
 
 def variant_patches(variant: str, measure: bool) -> List[Path]:
     if variant not in ("base", "patched"):
         raise LabError(f"unknown variant {variant!r}; known: base, patched")
-    patches = read_series(PATCHES) if variant == "patched" else []
+    patches = read_series() if variant == "patched" else []
     if measure:
-        patches += read_series(MEASURE)
+        patches += read_series(measure_dir())
     return patches
 
 
@@ -146,10 +158,10 @@ def ensure_variant(tree: Tree, variant: str, measure: bool = False) -> str:
     variant_patches(variant, False)
     if measure:
         onto = ensure_variant(tree, variant, False)
-        patches, name = read_series(MEASURE), variant + "+measure"
+        patches, name = read_series(measure_dir()), variant + "+measure"
     else:
         onto = tree.base
-        patches = read_series(PATCHES) if variant == "patched" else []
+        patches = read_series() if variant == "patched" else []
         name = variant
     if not patches:
         tree.set_ref(name, onto)
@@ -182,9 +194,11 @@ def _cover_parts(text: str) -> Tuple[str, str]:
 
 
 def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
-           folder: Path = PATCHES, cover: bool = True,
+           folder: Optional[Path] = None, cover: bool = True,
            reroll: Optional[int] = None) -> List[Path]:
-    """Write start..end of the lab tree back as format-patch files and a series file."""
+    """Write start..end of the lab tree back as format-patch files and a series
+    file into folder (default patches/)."""
+    folder = patches_dir() if folder is None else folder
     start = start or tree.base
     end_sha = git(tree.path, "rev-parse", end)
     count = int(git(tree.path, "rev-list", "--count", f"{start}..{end_sha}"))
@@ -228,10 +242,11 @@ def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
     """The exported files describe start..end: remember it, so that the next
     build uses that commit instead of applying the series again."""
     state = _load_state(tree)
-    if folder == PATCHES and start == tree.base:
-        name, patches = "patched", read_series(PATCHES)
-    elif folder == MEASURE and start == tree.commit_of("patched"):
-        name, patches = "patched+measure", read_series(MEASURE)
+    folder = folder.resolve()
+    if folder == patches_dir().resolve() and start == tree.base:
+        name, patches = "patched", read_series(folder)
+    elif folder == measure_dir().resolve() and start == tree.commit_of("patched"):
+        name, patches = "patched+measure", read_series(folder)
     else:
         return
     state[name] = {"hash": series_hash(start, patches), "commit": end, "base": tree.base}
@@ -244,7 +259,7 @@ def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
 def rebase(tree: Tree, new_base: Tree) -> str:
     """Apply the series onto another base and show git range-diff of old and new."""
     old_commit = ensure_variant(tree, "patched")
-    patches = read_series(PATCHES)
+    patches = read_series()
     new_commit = apply_patches(new_base, new_base.base, patches, "rebase")
     new_base.set_ref("patched", new_commit)
     if tree.path != new_base.path and git(tree.path, "rev-parse", "--git-common-dir") != \
@@ -255,286 +270,3 @@ def rebase(tree: Tree, new_base: Tree) -> str:
               f"{new_base.base}..{new_commit}")
     say(out)
     return new_commit
-
-
-# ---------------------------------------------------------------- check
-
-@dataclass
-class PatchCheck:
-    name: str
-    subject: str
-    problems: List[str]
-    notes: List[str]
-
-
-_TOP_DIRS = ("arch|block|certs|crypto|drivers|fs|include|init|io_uring|ipc|kernel|lib|mm|"
-             "net|rust|samples|scripts|security|sound|tools|virt")
-
-
-def _normalize_warning(line: str) -> str:
-    """A warning without its line/column and without the tree's location."""
-    line = re.sub(rf"^\S*?(?:^|/)((?:{_TOP_DIRS})/\S+?\.[ch]):", r"\1:", line.strip())
-    return re.sub(r"^(\S+?\.[ch]):\d+(?::\d+)?:", r"\1:", line)
-
-
-def objects_for(tree: Path, files: List[str]) -> Tuple[List[str], List[str]]:
-    """Make targets that compile these files, and files left uncompiled (with why)."""
-    targets: List[str] = []
-    skipped: List[str] = []
-
-    def makefile_has(d: Path, obj: str) -> bool:
-        mk = tree / d / "Makefile"
-        return mk.is_file() and re.search(rf"\b{re.escape(obj)}\b", mk.read_text()) is not None
-
-    def includers(path: Path) -> List[Path]:
-        found = []
-        for d in {path.parent, path.parent.parent}:
-            for c in sorted((tree / d).glob("*.c")):
-                text = c.read_text(errors="replace")
-                if re.search(rf'#include\s+"[^"]*\b{re.escape(path.name)}"', text):
-                    found.append(c.relative_to(tree))
-        return found
-
-    def objects_of(p: Path, depth: int = 0) -> List[str]:
-        if p.suffix == ".c" and makefile_has(p.parent, p.stem + ".o"):
-            return [str(p.with_suffix(".o"))]
-        if depth >= 3:
-            return []
-        out: List[str] = []
-        for inc in includers(p):
-            out += [o for o in objects_of(inc, depth + 1) if o not in out]
-        return out
-
-    for f in files:
-        p = Path(f)
-        if p.suffix not in (".c", ".h"):
-            continue
-        if not (tree / p).exists():
-            continue
-        objs = objects_of(p)
-        if objs:
-            targets.extend(o for o in objs if o not in targets)
-        else:
-            skipped.append(f"{f}: no object compiles it directly")
-    return targets, skipped
-
-
-def checkpatch(tree: Tree, patch: Path) -> subprocess.CompletedProcess:
-    """checkpatch.pl --strict from the tree itself.
-
-    FILE_PATH_CHANGES ("does MAINTAINERS need updating?") is answered by
-    maintainers_cover() instead: a new file under a path that a MAINTAINERS
-    section already covers needs no update.
-    """
-    from .deps import venv_env
-    ignore = ["FILE_PATH_CHANGES"]
-    # A base without history (Debian's tree is one import commit) cannot
-    # resolve the upstream commits a changelog names; the form of the
-    # reference (GIT_COMMIT_ID) is still checked. A real upstream tree
-    # checks that the commits exist.
-    if subprocess.run(["git", "-C", str(tree.path), "rev-parse", "-q", "--verify",
-                       f"{tree.base}^"], capture_output=True).returncode != 0:
-        ignore.append("UNKNOWN_COMMIT_ID")
-    return subprocess.run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary",
-                           "--terse", "--showfile", "--ignore", ",".join(ignore),
-                           str(patch)], cwd=tree.path, capture_output=True, text=True,
-                          env=venv_env())
-
-
-def maintainers_cover(tree: Tree, commit: str, files: List[str]) -> List[str]:
-    """Files a patch adds that no MAINTAINERS section (besides THE REST) covers.
-
-    get_maintainer.pl -f wants the file to exist and reads ./MAINTAINERS, so
-    the tree is checked out at the patch's own commit first (a patch may add
-    the section line that covers its new files); the W=1 builds of the
-    series check leave it elsewhere.
-    """
-    added = git(tree.path, "diff", "--name-only", "--diff-filter=AR", f"{commit}^",
-                commit).split()
-    if not added:
-        return []
-    tree.checkout(commit)
-    problems = []
-    for f in added:
-        out = run(["perl", "scripts/get_maintainer.pl", "--no-git", "--no-git-fallback",
-                   "--sections", "-f", f], cwd=tree.path, capture=True, check=False).stdout
-        problems += _uncovered(f, out)
-    return problems
-
-
-def _uncovered(f: str, out: str) -> List[str]:
-    """A problem if get_maintainer.pl --sections names no section but THE REST."""
-    sections = {ln.strip() for ln in out.splitlines()
-                if re.fullmatch(r"[A-Z0-9][A-Z0-9 ()/,.&+_-]+", ln.strip())}
-    if sections - {"THE REST"}:
-        return []
-    return [f"{f}: new file that no MAINTAINERS section covers"]
-
-
-# The series' KUnit option; every patch must also build, W=1 clean, without it.
-KUNIT_OPTION = "CONFIG_SCHED_FAIR_KUNIT_TEST"
-# The lab config that leaves the option off (configs/probe.config).
-OPTION_OFF_CONFIG = "probe"
-
-
-def test_hooks_only(diff: str) -> bool:
-    """Whether a unified diff of one file only adds lines, each of them blank or
-    inside an '#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST' block that it adds too."""
-    depth = 0
-    added = False
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---")):
-            continue
-        if line.startswith("-"):
-            return False
-        if not line.startswith("+"):
-            if depth:
-                return False
-            continue
-        text = line[1:].strip()
-        added = True
-        if depth == 0 and text == f"#ifdef {KUNIT_OPTION}":
-            depth = 1
-        elif depth and text.startswith("#if"):
-            depth += 1
-        elif depth and text.startswith("#endif"):
-            depth -= 1
-        elif depth == 0 and text:
-            return False
-    return added and depth == 0
-
-
-def preprocessed_tokens(text: str) -> str:
-    """A preprocessed C file as one line of tokens: no line markers, no layout."""
-    return " ".join(tok for ln in text.splitlines() if not ln.startswith("#")
-                    for tok in ln.split())
-
-
-def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
-    """Check every patch: applies, checkpatch --strict, sign-off, W=1 clean objects."""
-    tip = ensure_variant(tree, "patched")
-    with tree.locked("series check"):
-        return _check(tree, tip, ppc, w1)
-
-
-def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
-    patches = read_series(PATCHES)
-    if not patches:
-        raise LabError(f"{PATCHES / 'series'} lists no patches")
-    commits = git(tree.path, "rev-list", "--reverse", f"{tree.base}..{tip}").split()
-    if len(commits) != len(patches):
-        raise LabError(f"{len(patches)} patches gave {len(commits)} commits")
-    log = log_dir() / "series-check.log"
-    log.write_text("")
-    arch = buildmod.get_arch("x86_64")
-    bdirs = {"on": work_dir() / "build" / tree.key / "check-lab",
-             "off": work_dir() / "build" / tree.key / "check-kunit-off"}
-    configs = {"on": "lab", "off": OPTION_OFF_CONFIG}
-    results: List[PatchCheck] = []
-    warn_cache: Dict[Tuple[str, str, str], List[str]] = {}
-    prepared = set()
-
-    def prepare(option: str, commit: str) -> None:
-        if option not in prepared:
-            tree.checkout(commit)
-            say(f"  preparing {bdirs[option]} for single-object W=1 builds "
-                f"({KUNIT_OPTION} {option})")
-            buildmod.prepare(tree, bdirs[option], configs[option], arch, log)
-            prepared.add(option)
-
-    def warnings_at(option: str, commit: str, objs: List[str]) -> Dict[str, List[str]]:
-        prepare(option, commit)
-        todo = [o for o in objs if (option, commit, o) not in warn_cache]
-        if todo:
-            tree.checkout(commit)
-            for o in todo:
-                lines = buildmod.compile_objects(tree, bdirs[option], [o], arch, log, w1=w1)
-                warn_cache[(option, commit, o)] = sorted({_normalize_warning(w)
-                                                          for w in lines})
-        return {o: warn_cache[(option, commit, o)] for o in objs}
-
-    def tokens_off(commit: str, source: str) -> str:
-        """The source preprocessed with the option off and __LINE__ fixed, so
-        that lines a patch adds do not count, only what the compiler sees."""
-        prepare("off", commit)
-        tree.checkout(commit)
-        target = str(Path(source).with_suffix(".i"))
-        buildmod.compile_objects(tree, bdirs["off"], [target], arch, log, w1=False,
-                                 extra=["KCFLAGS=-D__LINE__=0 -Wno-builtin-macro-redefined"])
-        return preprocessed_tokens((bdirs["off"] / target).read_text(errors="replace"))
-
-    for patch, commit in zip(patches, commits):
-        info = parse_patch(patch.read_text())
-        problems: List[str] = []
-        notes: List[str] = []
-        if not info["signoffs"]:
-            problems.append("no Signed-off-by")
-        cp = checkpatch(tree, patch)
-        problems += maintainers_cover(tree, commit, [f for f in info["files"]])
-        if cp.returncode != 0:
-            problems.append("checkpatch --strict:\n          " +
-                            "\n          ".join((cp.stdout + cp.stderr).strip().splitlines()))
-        files = git(tree.path, "diff", "--name-only", f"{commit}^", commit).split()
-        objs, skipped = objects_for(tree.path, files)
-        notes += skipped
-        if objs:
-            parent = git(tree.path, "rev-parse", f"{commit}^")
-            for option in ("on", "off"):
-                before = warnings_at(option, parent, objs)
-                after = warnings_at(option, commit, objs)
-                for o in objs:
-                    new = sorted(set(after[o]) - set(before[o]))
-                    if new:
-                        problems.append(f"new W=1 warnings in {o} ({KUNIT_OPTION} {option}):"
-                                        "\n          " + "\n          ".join(new))
-                    notes.append(f"compiled {o} with W=1, {KUNIT_OPTION} {option}: "
-                                 f"{len(after[o])} warning(s), {len(new)} new")
-            for f in files:
-                if not f.endswith(".c") or f"{f[:-2]}.o" not in objs:
-                    continue
-                if not test_hooks_only(git(tree.path, "diff", parent, commit, "--", f)):
-                    continue
-                if tokens_off(parent, f) != tokens_off(commit, f):
-                    problems.append(f"{f} adds only {KUNIT_OPTION} blocks, yet with the "
-                                    "option off the compiler sees other code")
-                else:
-                    notes.append(f"{f} with {KUNIT_OPTION} off: the compiler sees the same "
-                                 "code as before the patch")
-        results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
-    if ppc:
-        results.append(check_ppc64le(tree, tip, log))
-    tree.checkout(tip)
-    return results
-
-
-def check_ppc64le(tree: Tree, commit: str, log: Path) -> PatchCheck:
-    """kernel/sched/ of the series tip compiles for ppc64le without warnings."""
-    arch = buildmod.get_arch("ppc64le")
-    problems: List[str] = []
-    notes: List[str] = []
-    if not shutil.which(arch.cross_compile + "gcc"):
-        problems.append(f"{arch.cross_compile}gcc not found (Debian package "
-                        "gcc-powerpc64le-linux-gnu)")
-        return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
-    bdir = work_dir() / "build" / tree.key / "check-lab-ppc64le"
-    tree.checkout(commit)
-    buildmod.prepare(tree, bdir, "lab", arch, log)
-    warnings = buildmod.compile_objects(tree, bdir, ["kernel/sched/"], arch, log, w1=False)
-    if warnings:
-        problems.append("warnings:\n          " + "\n          ".join(warnings))
-    notes.append(f"kernel/sched/ compiled for ppc64le ({arch.start} + lab fragments)")
-    return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
-
-
-def report(results: List[PatchCheck]) -> Tuple[str, bool]:
-    lines = []
-    ok = True
-    for r in results:
-        status = "ok" if not r.problems else "FAIL"
-        ok &= not r.problems
-        lines.append(f"  [{status}] {r.name}: {r.subject}")
-        for p in r.problems:
-            lines.append(f"      problem: {p}")
-        for n in r.notes:
-            lines.append(f"      {n}")
-    return "\n".join(lines), ok

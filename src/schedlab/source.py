@@ -102,7 +102,7 @@ def _apt_show(opts: list[str], package: str) -> dict:
     if proc.returncode != 0 or not proc.stdout.strip():
         raise LabError(f"apt has no package {package} in {DEBIAN_SUITE} "
                        f"(apt-cache said: {proc.stderr.strip()[-500:]})")
-    fields = {}
+    fields: dict[str, str] = {}
     for line in proc.stdout.splitlines():
         if ":" in line and not line.startswith(" "):
             k, v = line.split(":", 1)

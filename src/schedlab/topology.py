@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, List, Optional
 
-from .util import LabError
+from .util import LabError, package_file
 
 
 @dataclass(frozen=True)
@@ -143,27 +144,14 @@ def kernel_cpu_args(topo: Topology, online: Optional[int]) -> List[str]:
 
 # ------------------------------------------------------------ topology check
 
-# Runs in the guest; prints one 'key value' line per fact.
-GUEST_PROBE = r"""
-set -u
-echo "nproc $(nproc)"
-echo "possible $(cat /sys/devices/system/cpu/possible)"
-echo "online $(cat /sys/devices/system/cpu/online)"
-for d in /sys/devices/system/cpu/cpu[0-9]*; do
-  c=${d##*cpu}
-  [ -r $d/topology/thread_siblings_list ] || continue
-  echo "cpu $c $(cat $d/topology/thread_siblings_list) $(cat $d/topology/core_id) $(cat $d/topology/physical_package_id)"
-done
-for n in /sys/devices/system/node/node[0-9]*; do
-  [ -d "$n" ] && echo "node ${n##*node} $(cat $n/cpulist)"
-done
-mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
-[ -w /sys/kernel/debug/sched/verbose ] && echo Y > /sys/kernel/debug/sched/verbose
-for d in /sys/kernel/debug/sched/domains/cpu0/domain[0-9]*; do
-  [ -r "$d/name" ] && echo "domain ${d##*domain} $(cat $d/name)"
-done
-exit 0
-"""
+# Runs in the guest (bash FILE); prints one 'key value' line per fact.
+GUEST_PROBE_FILE = "guest/topology-probe.sh"
+
+
+def guest_probe() -> Path:
+    """The guest topology probe shipped in the package (the guest shares the
+    host's root filesystem, so it runs it in place)."""
+    return package_file(GUEST_PROBE_FILE)
 
 
 def parse_cpulist(text: str) -> List[int]:
@@ -246,10 +234,10 @@ def check_view(topo: Topology, view: GuestView, online: Optional[int] = None) ->
         if len(got) != 1:
             problems.append(f"package {pkg} core {core}: its threads have core ids {sorted(got)}")
     per_pkg: Dict[int, list] = {}
-    for (pkg, _core), got in ids.items():
-        per_pkg.setdefault(pkg, []).extend(got)
-    for pkg, got in sorted(per_pkg.items()):
-        if len(set(got)) != len(got):
+    for (pkg, _core), core_ids in ids.items():
+        per_pkg.setdefault(pkg, []).extend(core_ids)
+    for pkg, pkg_ids in sorted(per_pkg.items()):
+        if len(set(pkg_ids)) != len(pkg_ids):
             problems.append(f"package {pkg}: two cores share a core id")
     nodes = {n: c for n, c in view.nodes.items()}
     if len(nodes) != topo.nodes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -13,7 +12,50 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Mapping, Optional, Sequence
 
-REPO = Path(__file__).resolve().parents[2]
+# The lab's one process runner (procs.py); vm.py imports it from here.
+from .procs import run_logged
+
+PACKAGE = Path(__file__).resolve().parent
+
+_repo: Optional[Path] = None
+
+
+def package_file(rel: str) -> Path:
+    """A file shipped in the package (guest scripts, bpftrace programs, configs)."""
+    p = PACKAGE / rel
+    if not p.exists():
+        raise LabError(f"the schedlab package has no {rel} (broken install?)")
+    return p
+
+
+def set_repo(path: Optional[Path]) -> None:
+    """The project checkout given on the command line (--repo DIR)."""
+    global _repo
+    _repo = Path(path) if path is not None else None
+
+
+def _is_checkout(d: Path) -> bool:
+    return (d / "patches" / "series").is_file()
+
+
+def repo_dir() -> Path:
+    """The project checkout (patches/series, results/, work/): --repo DIR, else
+    $SCHEDLAB_REPO, else the current folder or the nearest parent holding
+    patches/series."""
+    env = os.environ.get("SCHEDLAB_REPO")
+    given, what = (_repo, "--repo") if _repo is not None else (
+        Path(env) if env else None, "SCHEDLAB_REPO")
+    if given is not None:
+        d = given.expanduser().resolve()
+        if not _is_checkout(d):
+            raise LabError(f"{what} {given}: not a schedlab checkout (no patches/series)")
+        return d
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if _is_checkout(d):
+            return d
+    raise LabError(f"no schedlab checkout (a folder with patches/series) at or above "
+                   f"{here}: run it in a schedlab checkout or pass --repo DIR")
 
 
 class LabError(Exception):
@@ -22,7 +64,8 @@ class LabError(Exception):
 
 def work_dir() -> Path:
     """The ignored folder that holds trees, builds and logs of this checkout."""
-    return Path(os.environ.get("SCHEDLAB_WORK", REPO / "work"))
+    env = os.environ.get("SCHEDLAB_WORK")
+    return Path(env) if env else repo_dir() / "work"
 
 
 def cache_dir() -> Path:
@@ -96,11 +139,10 @@ def run(
     if env:
         full_env.update(env)
     kwargs: dict = dict(cwd=cwd, env=full_env, text=True, input=input)
+    proc: subprocess.CompletedProcess
     if log is not None:
-        with open(log, "a") as f:
-            f.write(f"\n$ {shlex.join(cmd)}\n")
-            f.flush()
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kwargs)
+        done = run_logged(cmd, log, cwd=cwd, env=full_env, append=True, input=input)
+        proc = subprocess.CompletedProcess(list(cmd), done.returncode)
     elif capture:
         proc = subprocess.run(cmd, capture_output=True, **kwargs)
     else:
@@ -120,39 +162,16 @@ def git(tree: Path, *args: str, check: bool = True) -> str:
     return proc.stdout.strip()
 
 
-def kill_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """Stop a process started with start_new_session=True, and its children."""
-    if proc.poll() is not None:
-        return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 def run_in_group(cmd: List[str], log: Path, timeout: float, what: str,
                  cwd: Optional[Path] = None, env: Optional[dict] = None) -> int:
     """Run cmd in a session of its own with its output in log (the command line
     first); the whole group is stopped on return, timeout or Ctrl-C. Returns
     the exit status; a timeout is a LabError naming what and the log."""
-    with open(log, "w") as f:
-        f.write(f"$ {shlex.join(cmd)}\n")
-        f.flush()
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=cwd, env=env,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise LabError(f"{what} did not finish within {fmt_secs(timeout)} and was "
-                           f"stopped (log: {log})")
-        finally:
-            kill_group(proc)
+    done = run_logged(cmd, log, timeout=timeout, cwd=cwd, env=env)
+    if done.timed_out:
+        raise LabError(f"{what} did not finish within {fmt_secs(timeout)} and was "
+                       f"stopped (log: {log})")
+    return done.returncode
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 from . import topology as topomod
 from .deps import ensure_venv, venv_bin
-from .util import LabError, fmt_secs, kill_group, log_dir, say, work_dir
+from .util import LabError, fmt_secs, log_dir, run_logged, say, work_dir
 
 KVM_PROBE_TIMEOUT = 40
 
@@ -72,30 +69,16 @@ def _boot_id() -> str:
 
 
 def _spawn(args: List[str], timeout: float, log: Path) -> VmResult:
+    """Run virtme-ng with the lab's runner; its console output is returned
+    (and appended to log).  A timeout gives status 124 and timed_out."""
     ensure_venv()   # virtme-ng lives in the project venv (a fresh clone has none yet)
-    start = time.monotonic()
-    with open(log, "a") as f:
-        f.write(f"\n$ {shlex.join(args)}\n")
     env = dict(os.environ)
     # vng runs virtme-run and friends from PATH: put the venv first.
     env["PATH"] = f"{venv_bin('vng').parent}:{env.get('PATH', '/usr/bin:/bin')}"
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace",
-                            start_new_session=True, env=env)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        out = proc.stdout.read() if proc.stdout else ""
-        timed_out = True
-    finally:
-        kill_group(proc)  # also on Ctrl-C and any other exception
-    with open(log, "a") as f:
-        f.write(out)
-        f.write(f"\n[exit {proc.returncode}{', timed out' if timed_out else ''}]\n")
-    return VmResult(proc.returncode if not timed_out else 124, out, "", time.monotonic() - start,
-                    timed_out)
+    done = run_logged(args, log, timeout=timeout, env=env, append=True, capture=True,
+                      footer=True)
+    return VmResult(124 if done.timed_out else done.returncode, done.output, "",
+                    done.seconds, done.timed_out)
 
 
 def kvm_works(image: Path) -> tuple[bool, str]:
@@ -154,27 +137,6 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
         raise LabError(f"the VM did not finish within {fmt_secs(timeout)} and was stopped "
                        f"(log: {log_dir() / 'vm.log'})")
     return res
-
-
-def guest_script(name: str, text: str) -> Path:
-    """Write a script the guest runs (the host root filesystem is shared)."""
-    d = work_dir() / "guest"
-    d.mkdir(parents=True, exist_ok=True)
-    p = d / name
-    p.write_text(text)
-    p.chmod(0o755)
-    return p
-
-
-def topology_check(image: Path, topo: topomod.Topology, online: Optional[int] = None,
-                   memory_mib: int = 2048) -> tuple[topomod.GuestView, List[str], VmResult]:
-    script = guest_script("topology-probe.sh", topomod.GUEST_PROBE)
-    res = boot(image, topo, f"bash {script}", online=online, memory_mib=memory_mib)
-    view = topomod.parse_guest_report(res.output)
-    problems = topomod.check_view(topo, view, online)
-    if res.returncode != 0:
-        problems.insert(0, f"the guest command exited with status {res.returncode}")
-    return view, problems, res
 
 
 def format_view(topo: topomod.Topology, view: topomod.GuestView) -> str:

@@ -1,0 +1,271 @@
+#!/bin/bash
+# Run a measurement plan: run-plan.sh PLAN_DIR OUT_DIR
+#
+# PLAN_DIR is written by the lab (plan.py): plan.env, probes.txt, knobs.txt,
+# runs.txt, cmd/WORKLOAD, bt/*.bt.  For every run it starts the probes,
+# opens the counting window, snapshots /proc/schedstat and /proc/stat, runs
+# the workload under a time limit, snapshots again, closes the window and
+# stops the probes, writing raw outputs into OUT_DIR/WORKLOAD-N/ for the
+# host to parse (results.py).  It cleans up after itself on exit, interrupt
+# and termination: probes and workloads stopped, cgroups removed,
+# schedstats and knobs restored.
+set -u
+PLAN=${1:?usage: run-plan.sh PLAN_DIR OUT_DIR}
+OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
+# shellcheck source=/dev/null
+. "$PLAN/plan.env"
+: "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
+: "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
+
+PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
+MOUNTED=
+OLD_SCHEDSTATS=$(sysctl -n kernel.sched_schedstats 2>/dev/null || echo 0)
+KNOBS_SET=()
+KNOBS_OLD=()
+
+cleanup() {
+	trap - EXIT INT TERM
+	# shellcheck disable=SC2046
+	kill -INT $(jobs -p) 2>/dev/null
+	sleep 1
+	# shellcheck disable=SC2046
+	kill -KILL $(jobs -p) 2>/dev/null
+	wait 2>/dev/null
+	for d in /sys/fs/cgroup/schedlab/top/* /sys/fs/cgroup/schedlab/top /sys/fs/cgroup/schedlab/*; do
+		[ -d "$d" ] && rmdir "$d" 2>/dev/null
+	done
+	rmdir /sys/fs/cgroup/schedlab 2>/dev/null
+	sysctl -q kernel.sched_schedstats="$OLD_SCHEDSTATS" 2>/dev/null
+	local i
+	for i in "${!KNOBS_SET[@]}"; do
+		echo "${KNOBS_OLD[$i]}" > "${KNOBS_SET[$i]}" 2>/dev/null
+	done
+	[ -n "$MOUNTED" ] && umount /sys/kernel/tracing
+	rm -rf "$PD"
+}
+trap cleanup EXIT
+trap 'echo interrupted > "$OUT/interrupted.txt"; exit 130' INT TERM
+
+cd /tmp || exit 1
+NCPU=$(nproc)
+export NCPU SECS
+sysctl -q kernel.sched_schedstats=1 2>/dev/null
+
+# Knobs: each written before the plan, checked to read back, restored on exit.
+# A knob that is missing or refuses the value stops the plan: results measured
+# with a setting other than the one asked for must not exist.
+: > "$OUT/knobs.txt"
+if [ -s "$PLAN/knobs.txt" ]; then
+	[ -d "$KNOB_DIR" ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	while read -r name value; do
+		f=$KNOB_DIR/$name
+		if [ ! -w "$f" ]; then
+			echo "$name: $f is not there or not writable (a kernel without the patch?)" > "$OUT/knob-error.txt"
+			exit 3
+		fi
+		KNOBS_SET+=("$f")
+		KNOBS_OLD+=("$(cat "$f")")
+		if ! echo "$value" > "$f" 2>/dev/null || [ "$(cat "$f")" != "$value" ]; then
+			echo "$name: writing $value gave $(cat "$f")" > "$OUT/knob-error.txt"
+			exit 3
+		fi
+		echo "$name=$(cat "$f")" >> "$OUT/knobs.txt"
+	done < "$PLAN/knobs.txt"
+fi
+
+# Tracepoints and kprobes need tracefs; mounted only if it is not, undone on exit.
+if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+	MOUNTED=1
+fi
+uname -r > "$OUT/uname.txt"
+# For telling boots apart afterwards (under TCG the clocksource can differ).
+dmesg > "$OUT/dmesg.txt" 2>/dev/null
+cat /sys/devices/system/clocksource/clocksource0/current_clocksource > "$OUT/clocksource.txt" 2>/dev/null
+{
+	bpftrace --version
+	stress-ng --version
+	dpkg-query -W -f '${Package} ${Version}\n' bpftrace bpfcc-tools libbpf-tools stress-ng rt-tests linux-perf dbench
+} > "$OUT/versions.txt" 2>&1
+
+have() { grep -qE " $1$" /proc/kallsyms; }
+cp /bin/true "$PD/schedlab-on"
+cp /bin/true "$PD/schedlab-off"
+
+# Attach method: fentry needs BTF; the same method for every probe of the plan.
+if [ "$ATTACH" = auto ]; then
+	if [ -r /sys/kernel/btf/vmlinux ] && bpftrace -l 'kfunc:vmlinux:sched_balance_rq' 2>/dev/null | grep -q .; then
+		ATTACH=kfunc
+	else
+		ATTACH=kprobe
+	fi
+fi
+echo "$ATTACH" > "$OUT/attach.txt"
+: > "$PD/probe.bt"
+: > "$OUT/probes-missing.txt"
+: > "$OUT/probes-used.txt"
+
+try_bt() {
+	timeout -k 5 150 bpftrace -e "$(cat "$1" "$PLAN/bt/gate.bt")
+interval:s:1 { exit(); }" > "$PD/try.txt" 2>&1 && grep -q Attaching "$PD/try.txt"
+}
+
+# Candidates: the probes whose functions are out of line in this kernel.
+CANDIDATES=()
+while read -r p funcs; do
+	ok=1
+	for f in $funcs; do
+		if ! have "$f"; then
+			echo "$p: $f is not in /proc/kallsyms (inlined?)" >> "$OUT/probes-missing.txt"
+			ok=
+		fi
+	done
+	[ -n "$ok" ] && CANDIDATES+=("$p")
+done < "$PLAN/probes.txt"
+
+# One trial of all candidates; if it fails, one per probe, keeping those that work.
+: > "$PD/all.bt"
+for p in "${CANDIDATES[@]}"; do
+	[ -f "$PLAN/bt/$p.$ATTACH.bt" ] && cat "$PLAN/bt/$p.$ATTACH.bt" >> "$PD/all.bt"
+done
+if [ ! -s "$PD/all.bt" ] || try_bt "$PD/all.bt"; then
+	cp "$PD/all.bt" "$PD/probe.bt"
+	for p in "${CANDIDATES[@]}"; do echo "$p" >> "$OUT/probes-used.txt"; done
+else
+	for p in "${CANDIDATES[@]}"; do
+		bt=$PLAN/bt/$p.$ATTACH.bt
+		if [ ! -f "$bt" ] || try_bt "$bt"; then
+			[ -f "$bt" ] && cat "$bt" >> "$PD/probe.bt"
+			echo "$p" >> "$OUT/probes-used.txt"
+		else
+			why=$(grep ERROR "$PD/try.txt" | grep -v RLIMIT | tail -1)
+			echo "$p: bpftrace cannot attach it here: $why" >> "$OUT/probes-missing.txt"
+		fi
+	done
+fi
+[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent (CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"
+
+# Latency tool: the first that works here, with the reasons for the others.
+LAT=none
+LATSTART=0
+: > "$OUT/latency-why.txt"
+if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
+	for t in $LATENCY_TOOLS; do
+		case $t in
+			bcc) C=$(command -v funclatency-bpfcc) ;;
+			libbpf) C=$(PATH=$PATH:/usr/sbin command -v funclatency) ;;
+			bpftrace) C=bpftrace ;;
+			*) C= ;;
+		esac
+		if [ -z "$C" ]; then
+			echo "$t: not installed" >> "$OUT/latency-why.txt"
+			continue
+		fi
+		if [ "$t" = bpftrace ]; then
+			grep -v '^//' "$PD/probe.bt" | grep -q "$LATENCY_FUNCTION" || cat "$PLAN/bt/swb.$ATTACH.bt" >> "$PD/probe.bt"
+			LAT=bpftrace
+			break
+		fi
+		T0=$(date +%s)
+		timeout -k 5 300 "$C" -d 3 "$LATENCY_FUNCTION" > "$PD/try-$t.txt" 2>&1
+		START=$(( $(date +%s) - T0 - 3 ))
+		cp "$PD/try-$t.txt" "$OUT/latency-try-$t.txt"
+		if grep -q distribution "$PD/try-$t.txt"; then
+			# bcc compiles its program with clang at every start: slow under TCG.
+			if [ "$t" = bcc ] && [ "$LATENCY_AUTO" = 1 ] && [ "$START" -gt "$BCC_MAX_START" ]; then
+				echo "bcc: works, but takes ${START}s to start (compiling with clang); over ${BCC_MAX_START}s, so not picked for every run: --latency-tool bcc forces it" >> "$OUT/latency-why.txt"
+				continue
+			fi
+			LAT=$t
+			LATSTART=$START
+			echo "$t: works, starts in ${START}s" >> "$OUT/latency-why.txt"
+			break
+		fi
+		echo "$t: failed: $(grep -v "^ *$" "$PD/try-$t.txt" | tail -3 | tr "\n" " ")" >> "$OUT/latency-why.txt"
+	done
+fi
+echo "$LAT" > "$OUT/latency-tool.txt"
+# Last, after the bpftrace latency fallback may have added its lines.
+cat "$PLAN/bt/gate.bt" >> "$PD/probe.bt"
+
+# Unbuffered: the "Tracing" line must reach the file while the tool runs.
+case $LAT in
+	bcc) LATC=(python3 "$SIGDFL" env PYTHONUNBUFFERED=1 funclatency-bpfcc) ;;
+	libbpf) LATC=(stdbuf -oL "$(PATH=$PATH:/usr/sbin command -v funclatency)") ;;
+	*) LATC=() ;;
+esac
+
+# Stop a tool (it prints its maps or histogram on SIGINT); kill it if it hangs,
+# after $4 half-seconds (default 240: 120 s).  bpftrace detaching fentry probes
+# can take minutes under TCG; its maps are printed when the window closes, so
+# it gets 20 s and a note, not a lost run.
+stop() {
+	local n=${4:-240} t
+	kill -INT "$1" 2>/dev/null
+	for t in $(seq "$n"); do
+		kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }
+		sleep 0.5
+	done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	echo "$2 did not stop within $(( n / 2 )) s after SIGINT: killed" >> "$3"
+}
+
+# Wait until a tool prints its first line saying it is attached (at most $4
+# half-seconds: 120 s by default).
+wait_for() {
+	local t
+	for t in $(seq "${4:-240}"); do
+		grep -qE "$2" "$1" && return 0
+		kill -0 "$3" 2>/dev/null || return 1
+		sleep 0.5
+	done
+	return 1
+}
+LATWAIT=$(( 4 * LATSTART + 240 ))
+
+# Open or close the counting window (bt/gate.bt) and wait until bpftrace says so.
+gate() {
+	local t
+	for t in $(seq 60); do
+		"$PD/schedlab-$1"
+		grep -q "schedlab: $2" "$3" && return 0
+		kill -0 "$4" 2>/dev/null || return 1
+		sleep 0.5
+	done
+	return 1
+}
+
+total=$(grep -c . "$PLAN/runs.txt")
+k=0
+while read -r name i <&3; do
+	k=$(( k + 1 ))
+	d=$OUT/$name-$i
+	mkdir -p "$d"
+	echo "$RUN_MARK $k/$total $name $i"
+	cmd=$(cat "$PLAN/cmd/$name")
+	echo "$cmd" > "$d/command.txt"
+	echo "$ATTACH $LAT" > "$d/tools.txt"
+	# Line-buffered: a map dump cut short by a kill is still seen as such.
+	stdbuf -oL bpftrace "$PD/probe.bt" > "$d/probe.txt" 2>&1 3<&- &
+	BPF=$!
+	wait_for "$d/probe.txt" Attaching $BPF || echo 'probe did not attach' >> "$d/problems.txt"
+	if [ ${#LATC[@]} -gt 0 ]; then
+		"${LATC[@]}" "$LATENCY_FUNCTION" > "$d/latency.txt" 2>&1 3<&- &
+		LATP=$!
+		wait_for "$d/latency.txt" Tracing $LATP $LATWAIT || echo 'latency tool did not attach' >> "$d/problems.txt"
+	fi
+	gate on counting "$d/probe.txt" $BPF || echo 'the counting window did not open' >> "$d/problems.txt"
+	cat /proc/schedstat > "$d/schedstat-before.txt" 2>/dev/null
+	head -1 /proc/stat > "$d/stat-before.txt"
+	S=$(date +%s.%N)
+	(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$d/workload.txt" 2>&1 < /dev/null 3<&-
+	echo $? > "$d/status.txt"
+	echo "$(date +%s.%N) $S" | awk '{print $1 - $2}' > "$d/seconds.txt"
+	head -1 /proc/stat > "$d/stat-after.txt"
+	cat /proc/schedstat > "$d/schedstat-after.txt" 2>/dev/null
+	gate off stopped "$d/probe.txt" $BPF || echo 'the counting window did not close' >> "$d/problems.txt"
+	stop $BPF bpftrace "$d/notes.txt" 40
+	if [ ${#LATC[@]} -gt 0 ]; then
+		stop "$LATP" "$LAT funclatency" "$d/problems.txt"
+	fi
+done 3< "$PLAN/runs.txt"

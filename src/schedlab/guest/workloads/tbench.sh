@@ -1,0 +1,10 @@
+#!/bin/bash
+# tbench over loopback, one client per online CPU (NCPU, SECS from the plan runner).
+set -u
+tbench_srv >/dev/null 2>&1 &
+srv=$!
+sleep 2
+tbench -t "$SECS" "$NCPU" 127.0.0.1
+rc=$?
+kill "$srv"
+exit $rc

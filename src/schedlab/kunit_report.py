@@ -1,0 +1,173 @@
+"""The series' own KUnit output: should_we_balance() idle-state probe counts.
+
+The suite sched_fair_lb prints, besides its KTAP results, one line per
+fixture and busy level ('swb-probes: fixture=... busy=... pass_probes=...')
+and one per fixture for the per-call comparison with a model of v7.3's
+should_we_balance() ('swb-calls: fixture=... calls=... probes=...
+upstream_probes=...'). This module parses those lines, renders them as
+Markdown tables (compare.render_table, as 'compare' renders its tables) and
+checks them against the series' goal: fewer idle-state probes per balance
+pass than v7.3, by at least PROBE_TARGETS' factor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from .compare import render_table
+
+PROBE_LINE = re.compile(r"swb-probes: (.*)$")
+CALLS_LINE = re.compile(r"swb-calls: (.*)$")
+
+# The series' goal: fewer idle-state probes per balance pass than v7.3 (the
+# suite's model of upstream), by at least this factor; (fixture, busy %) -> factor.
+PROBE_TARGETS = {
+    ("smt8-2x12x8", 100): 6.0,
+    ("smt8-2x12x8", 90): 3.5,
+    ("smt8-2x12x8", 50): 1.5,
+    ("smt4-2x12x4", 100): 4.0,
+    ("smt2-x86-2x16x2", 100): 4.0,
+}
+
+PROBES_HEADING = ("  should_we_balance() idle-state probes per balance pass, upstream (v7.3 "
+                  "model) vs this kernel (mean over seeded patterns):")
+CALLS_HEADING = "  idle-state probes per call, every level and dst of the comparison patterns:"
+TARGETS_HEADING = ("  targets (the series' goal: fewer idle-state probes per pass than v7.3, "
+                   "by at least the factor shown):")
+
+
+@dataclass
+class ProbeRow:
+    fixture: str
+    busy: int
+    fields: Dict[str, str] = field(default_factory=dict)
+
+
+def _key_values(text: str) -> Dict[str, str]:
+    return dict(item.split("=", 1) for item in text.split() if "=" in item)
+
+
+def parse_probe_lines(console: str) -> List[ProbeRow]:
+    """The suite's 'swb-probes: key=value ...' lines, in order."""
+    rows = []
+    for line in console.splitlines():
+        m = PROBE_LINE.search(line)
+        if not m:
+            continue
+        kv = _key_values(m.group(1))
+        if "fixture" in kv and "busy" in kv:
+            rows.append(ProbeRow(kv.pop("fixture"), int(kv.pop("busy")), kv))
+    return rows
+
+
+def parse_call_lines(console: str) -> List[Dict[str, str]]:
+    """The suite's 'swb-calls: key=value ...' lines (per-call totals of the
+    comparison with upstream), in order."""
+    out = []
+    for line in console.splitlines():
+        m = CALLS_LINE.search(line)
+        if m:
+            out.append(_key_values(m.group(1)))
+    return out
+
+
+def _num(fields: Dict[str, str], key: str) -> Optional[int]:
+    try:
+        return int(fields[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def probe_ratio(row: ProbeRow) -> Optional[float]:
+    """Upstream probes per pass / this kernel's (None without both)."""
+    ours, up = _num(row.fields, "pass_probes"), _num(row.fields, "upstream_pass_probes")
+    if ours is None or up is None:
+        return None
+    if ours == 0:
+        return float("inf") if up else 1.0
+    return up / ours
+
+
+def _fmt_ratio(x: Optional[float]) -> str:
+    if x is None:
+        return ""
+    return "inf" if x == float("inf") else f"{x:.2f}x"
+
+
+def call_table(lines: List[Dict[str, str]]) -> str:
+    """Mean and max idle-state probes per call, upstream vs this kernel (Markdown)."""
+    head = ["fixture", "patterns", "calls", "upstream probes/call", "probes/call", "fewer by",
+            "max/call (upstream)", "stale env->idle probes/call (max)"]
+    body = []
+    for f in lines:
+        try:
+            calls = int(f["calls"])
+            ours, up, stale = (int(f["probes"]) / calls, int(f["upstream_probes"]) / calls,
+                               int(f["stale_probes"]) / calls)
+        except (KeyError, ValueError, ZeroDivisionError):
+            continue
+        body.append([f.get("fixture", "?"), f.get("patterns", ""), str(calls), f"{up:.2f}",
+                     f"{ours:.2f}", _fmt_ratio(up / ours if ours else None),
+                     f"{f.get('max_call_probes', '')} ({f.get('upstream_max_call_probes', '')})",
+                     f"{stale:.2f} ({f.get('stale_max_call_probes', '')})"])
+    return "\n".join(render_table(head, body, markdown=True)) if body else ""
+
+
+def probe_table(rows: List[ProbeRow]) -> str:
+    """Per-pass probe table, upstream vs this kernel, one row per fixture and busy level."""
+    if not rows:
+        return ""
+    head = ["fixture", "busy %", "upstream probes/pass", "probes/pass", "fewer by",
+            "calls/pass", "max probes/call (upstream)", "per level (upstream)"]
+    body = []
+    for r in rows:
+        f = r.fields
+        up_max = f.get("upstream_max_call_probes")
+        levels = f.get("levels", "").replace(",", " ")
+        if f.get("upstream_levels"):
+            levels += f" ({f['upstream_levels'].replace(',', ' ')})"
+        body.append([r.fixture, str(r.busy), f.get("upstream_pass_probes", ""),
+                     f.get("pass_probes", ""), _fmt_ratio(probe_ratio(r)),
+                     f.get("pass_calls", ""),
+                     f.get("max_call_probes", "") + (f" ({up_max})" if up_max else ""), levels])
+    return "\n".join(render_table(head, body, markdown=True))
+
+
+def check_targets(rows: List[ProbeRow]) -> List[str]:
+    """One line per target and per row costlier than upstream; 'MISSED' marks a miss."""
+    out = []
+    by_key = {(r.fixture, r.busy): r for r in rows}
+    for (fixture, busy), want in PROBE_TARGETS.items():
+        r = by_key.get((fixture, busy))
+        got = probe_ratio(r) if r else None
+        if got is None:
+            out.append(f"{fixture} {busy}% busy: no upstream comparison in the output (MISSED)")
+            continue
+        verdict = "met" if got >= want else "MISSED"
+        out.append(f"{fixture} {busy}% busy: {_fmt_ratio(got)} fewer probes per pass, "
+                   f"target >= {want:g}x: {verdict}")
+    for r in rows:
+        ours, up = _num(r.fields, "pass_probes"), _num(r.fields, "upstream_pass_probes")
+        if ours is not None and up is not None and ours > up:
+            out.append(f"{r.fixture} {r.busy}% busy: {ours} probes per pass, more than "
+                       f"upstream's {up} (MISSED)")
+    return out
+
+
+def report_lines(rows: List[ProbeRow], calls: List[Dict[str, str]]) -> List[str]:
+    """What './schedlab kunit' prints of the series' output: the per-pass table,
+    the per-call table and the targets (nothing without 'swb-probes:' lines;
+    targets only once the output has the upstream comparison)."""
+    table = probe_table(rows)
+    if not table:
+        return []
+    out = [PROBES_HEADING, table]
+    calls_table = call_table(calls)
+    if calls_table:
+        out += [CALLS_HEADING, calls_table]
+    if any("upstream_pass_probes" in r.fields for r in rows):
+        out.append(TARGETS_HEADING)
+        out += [f"    {line}" for line in check_targets(rows)]
+    return out

@@ -1,0 +1,176 @@
+"""The 'run' (build and boot) and 'test' (what CI runs) commands: stages in order, timed."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from . import build as buildmod
+from . import deps, kselftest, kunit, kunit_tool, series, series_check
+from . import measure as measuremod
+from . import plan as planmod
+from . import probes as probemod
+from . import results as resmod
+from . import topology as topomod
+from . import vm
+from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
+from .util import LabError, Stages, eprint, package_file, run, say
+
+CHECK_MARK = "@@schedlab-topology-end@@"
+DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
+# KUnit boots of the test command: the fixtures on 192 possible CPUs with 2
+# online, then every CPU of smt4-numa online for the live-domain comparison.
+KUNIT_RUNS = [("2x12x8", 2), ("smt4-numa", None)]
+# The measurement harness's integration test: a short plan, every probe.
+# The knob exercises --knob/--arm end to end (written, read back, restored).
+INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
+                           tuple(probemod.PROBES), runs=1, seconds=3,
+                           knobs=(("newidle_min_avg_idle_ns", "500000"),))
+INTEGRATION_TOPOLOGY = "smt4"
+
+
+def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOptions) -> int:
+    """Boot once: topology probe (unless no_check), then the user's command."""
+    user = shlex.join(command) if command else "true"
+    boot = dict(online=opts.online, memory_mib=opts.memory, kernel_args=opts.append,
+                timeout=opts.timeout, verbose=opts.verbose, rwdirs=opts.rwdirs)
+    if opts.no_check:
+        res = vm.boot(image, topo, user, **boot)  # type: ignore[arg-type]
+        sys.stdout.write(res.output)
+        return res.returncode
+    cmd = shlex.join(["bash", str(package_file("guest/vm-command.sh")),
+                      str(topomod.guest_probe()), CHECK_MARK, user])
+    res = vm.boot(image, topo, cmd, **boot)  # type: ignore[arg-type]
+    report, sep, rest = res.output.partition(CHECK_MARK + "\n")
+    if not sep:
+        report, rest = res.output, ""
+    sys.stdout.write(rest)
+    view = topomod.parse_guest_report(report)
+    if not sep or view.nproc == 0:
+        tail = "\n    ".join(res.output.strip().splitlines()[-30:])
+        raise LabError(f"the guest did not report its topology (status {res.returncode}); "
+                       f"last output:\n    {tail}\n  full log: {vm.log_dir() / 'vm.log'}")
+    problems = topomod.check_view(topo, view, opts.online)
+    say(f"  boot and command took {res.seconds:.1f}s under {res.accel}")
+    say(vm.format_view(topo, view))
+    if problems:
+        eprint("topology check FAILED:\n  " + "\n  ".join(problems))
+        return 3
+    say(f"  topology check passed ({topo.name or topo.spec()})")
+    return res.returncode
+
+
+def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
+             arch: Optional[str] = None) -> int:
+    """Build and boot: fetch to topology check."""
+    st = Stages()
+    try:
+        with st.stage("setup"):
+            deps.setup()
+        with st.stage("fetch"):
+            tree = tree_spec.resolve()
+            say(f"  base: {tree.description}")
+        with st.stage("series apply"):
+            commit = series.ensure_variant(tree, "patched")
+        with st.stage("build patched/lab"):
+            result = buildmod.build(tree, "patched", commit, "lab", arch)
+        rc = 0
+        for name in topologies:
+            with st.stage(f"boot {name} + topology check"):
+                rc |= run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts)
+        return rc
+    finally:
+        say(st.summary())
+
+
+def measure_integration(tree, build: buildmod.BuildResult, opts: VmOptions) -> bool:
+    plan = INTEGRATION
+    plan.check_tools()
+    runs = measuremod.measure_in_vm(tree, build, "patched", resmod.SCRATCH + "ci-integration",
+                                    plan, INTEGRATION_TOPOLOGY, None, opts.timeout)
+    problems = resmod.check_runs(runs, plan.probes)
+    for p in problems:
+        say(f"  FAIL: {p}")
+    if not problems:
+        s = runs[0].setting or resmod.Setting()
+        say(f"  every metric has a value ({len(runs[0].metrics)} metrics, probes "
+            f"{', '.join(plan.probes)}, latency with {s.latency_tool}); "
+            "knobs written and read back: " + ", ".join(f"{k}={v}" for k, v in plan.knobs))
+    return not problems
+
+
+def lint() -> List[str]:
+    """mypy over the package, shellcheck over the guest scripts: what failed."""
+    failed = []
+    if run(deps.mypy_cmd(), check=False).returncode != 0:
+        failed.append("mypy")
+    scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
+    if run(["shellcheck", *scripts], check=False).returncode != 0:
+        failed.append("shellcheck")
+    else:
+        say(f"  shellcheck: {len(scripts)} guest scripts clean")
+    return failed
+
+
+def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
+                 ppc: bool = True, unit_only: bool = False) -> int:
+    """The test command (CI): unit tests, lint, series check, one build, boots."""
+    failed: List[str] = []
+    st = Stages(failed)
+    checks = ["pytest", "mypy", "shellcheck"]
+    if not unit_only:
+        checks += ["series check"] + [f"boot {t}" for t in topologies] + \
+            [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
+                                                     "measure integration"]
+    try:
+        with st.stage("setup"):
+            deps.setup()
+        with st.stage("lab unit tests (pytest)"):
+            if run(deps.pytest_cmd(), check=False).returncode != 0:
+                failed.append("pytest")
+        with st.stage("lint (mypy, shellcheck)"):
+            failed += lint()
+        if unit_only:
+            return 1 if failed else 0
+        with st.stage("fetch"):
+            tree = tree_spec.resolve()
+            say(f"  base: {tree.description}")
+        with st.stage("series check"):
+            if series.read_series(series.patches_dir()):
+                text, ok = series_check.report(series_check.check(tree, ppc=ppc))
+                say(text)
+                if not ok:
+                    failed.append("series check")
+            else:
+                say("  the series is empty: nothing to check")
+        with st.stage("build patched/lab"):
+            result = built(tree, BuildSpec("patched", "lab"))
+        for name in topologies:
+            with st.stage(f"boot {name} + topology check"):
+                if run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts) != 0:
+                    failed.append(f"boot {name}")
+        for name, online in KUNIT_RUNS:
+            with st.stage(f"KUnit on {name}"):
+                if not kunit.run_on(tree.path, result.image, name, online, None, opts.timeout):
+                    failed.append(f"KUnit {name}")
+        with st.stage("KUnit with kunit.py (the README's command)"):
+            if not kunit_tool.run_readme_command(tree.path, tree.key, result.image):
+                failed.append("kunit.py")
+        with st.stage(f"kselftest sched/{kselftest.SELFTEST[1]} on {kselftest.SELFTEST[0]}"):
+            if not kselftest.run_selftest(tree, result.image, opts):
+                failed.append("kselftest")
+        with st.stage("build patched/probe + measurement series"):
+            probe = built(tree, probe_build("patched"))
+        with st.stage(f"measure integration ({INTEGRATION_TOPOLOGY}, "
+                      f"{','.join(INTEGRATION.names())})"):
+            if not measure_integration(tree, probe, opts):
+                failed.append("measure integration")
+    finally:
+        say(st.summary())
+    passed = len(checks) - len(failed)
+    if failed:
+        say(f"failed stages: {', '.join(failed)}")
+    say(f"test: {passed} passed, {len(failed)} failed")
+    return 1 if failed else 0

@@ -1,0 +1,140 @@
+"""A measurement plan as a typed request, and the plan folder the guest reads.
+
+The plan runner (guest/run-plan.sh) is a fixed script; what varies is in
+the plan folder Python writes: plan.env (shell variables), probes.txt (one
+candidate probe per line with the functions it needs), knobs.txt, runs.txt
+(one run per line) with each workload's command in cmd/NAME, and the
+bpftrace programs in bt/NAME.METHOD.bt.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import probes as probemod
+from . import workloads as workmod
+from .util import LabError, package_file
+
+KNOB_DIR = "/sys/kernel/debug/sched"
+_KNOB_NAME = re.compile(r"[a-z0-9_]+")
+_KNOB_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
+RUN_MARK = "@@schedlab-run"
+
+
+def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
+    """NAME=VALUE pairs for files in /sys/kernel/debug/sched/, in the order given."""
+    out: Dict[str, str] = {}
+    for item in items or ():
+        name, eq, value = item.partition("=")
+        if not eq or not _KNOB_NAME.fullmatch(name) or not _KNOB_VALUE.fullmatch(value):
+            raise LabError(f"--knob {item!r}: expected NAME=VALUE, NAME a file in "
+                           f"{KNOB_DIR}/ (e.g. newidle_min_avg_idle_ns=500000)")
+        if name in out:
+            raise LabError(f"--knob {name} is given twice")
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one boot (or one host run) measures."""
+    workloads: Tuple[workmod.Workload, ...]
+    probes: Tuple[str, ...] = tuple(probemod.DEFAULT_PROBES)
+    runs: int = 3
+    seconds: int = 10
+    attach: str = "auto"
+    latency_tool: str = "auto"
+    knobs: Tuple[Tuple[str, str], ...] = ()
+
+    @property
+    def limit(self) -> int:
+        """The time limit of one workload run."""
+        return max(120, 6 * self.seconds)
+
+    def names(self) -> List[str]:
+        return [w.name for w in self.workloads]
+
+    def with_(self, **changes) -> "Plan":
+        from dataclasses import replace
+        return replace(self, **changes)
+
+    def needs(self) -> List[str]:
+        """The tools the plan runs."""
+        need = {"bpftrace"}
+        for w in self.workloads:
+            need.update(w.tools)
+        if "latency" in self.probes and self.latency_tool == "bcc":
+            need.add("funclatency-bpfcc")
+        if "latency" in self.probes and self.latency_tool == "libbpf":
+            need.add("funclatency")
+        return sorted(need)
+
+    def check_tools(self) -> None:
+        missing = workmod.missing_tools(self.needs())
+        if missing:
+            raise LabError("missing tool(s) the plan needs: " + ", ".join(missing)
+                           + "; './schedlab setup' installs them")
+
+
+def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
+              schbench: Optional[Path] = None, runs: int = 3, seconds: int = 10,
+              attach: str = "auto", latency_tool: str = "auto",
+              knobs: Optional[Dict[str, str]] = None) -> Plan:
+    """A plan from the command line's comma-separated lists."""
+    if runs < 1 or seconds < 1:
+        raise LabError(f"--runs and --seconds must be 1 or more (not {runs}, {seconds})")
+    return Plan(tuple(workmod.plan_workloads(workloads, schbench)),
+                tuple(probemod.probe_names(probes)), runs, seconds, attach, latency_tool,
+                tuple((knobs or {}).items()))
+
+
+def _env_line(name: str, value: object) -> str:
+    return f"{name}={shlex.quote(str(value))}"
+
+
+def write(plan: Plan, folder: Path) -> Path:
+    """The plan folder the runner reads (its argument besides the output folder)."""
+    names = plan.names()
+    if len(set(names)) != len(names):
+        raise LabError(f"a workload appears twice in the plan: {', '.join(names)}")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "bt").mkdir(exist_ok=True)
+    (folder / "cmd").mkdir(exist_ok=True)
+    auto = plan.latency_tool == "auto"
+    env = [
+        _env_line("SECS", plan.seconds),
+        _env_line("LIMIT", plan.limit),
+        _env_line("ATTACH", plan.attach),
+        _env_line("LATENCY_TOOLS", " ".join(probemod.LATENCY_TOOLS[1:]) if auto
+                  else plan.latency_tool),
+        _env_line("LATENCY_AUTO", 1 if auto else 0),
+        _env_line("LATENCY_FUNCTION", probemod.LATENCY_FUNCTION),
+        _env_line("BCC_MAX_START", probemod.BCC_MAX_START),
+        _env_line("KNOB_DIR", KNOB_DIR),
+        _env_line("RUN_MARK", RUN_MARK),
+        _env_line("SIGDFL", package_file("guest/sigdfl")),
+    ]
+    (folder / "plan.env").write_text("\n".join(env) + "\n")
+    (folder / "probes.txt").write_text("".join(
+        f"{p} {' '.join(probemod.PROBES[p].functions)}\n" for p in plan.probes))
+    for p in plan.probes:
+        for method in ("kfunc", "kprobe"):
+            text = probemod.PROBES[p].bpftrace(method)
+            if text:
+                (folder / "bt" / f"{p}.{method}.bt").write_text(text)
+    (folder / "bt" / "gate.bt").write_text(probemod.gate())
+    (folder / "knobs.txt").write_text("".join(f"{k} {v}\n" for k, v in plan.knobs))
+    runs = []
+    for w in plan.workloads:
+        (folder / "cmd" / w.name).write_text(w.command + "\n")
+        runs += [f"{w.name} {i}" for i in range(plan.runs)]
+    (folder / "runs.txt").write_text("\n".join(runs) + "\n")
+    return folder
+
+
+def runner() -> Path:
+    return package_file("guest/run-plan.sh")

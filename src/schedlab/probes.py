@@ -1,0 +1,240 @@
+"""The probes a measurement plan can attach: one record each.
+
+A probe is a bpftrace program in guest/bt/NAME.bt (placeholders %ENTRY%,
+%EXIT%, %IDLE% and %RQ% filled in per attach method, fentry or kprobe), the
+maps it fills, the functions it needs out of line, its metrics (name, unit,
+the summary tables that show them) and the function that turns its maps
+into those metrics.  The latency probe is the exception: it runs a
+funclatency tool (bcc, libbpf-tools, or bpftrace's own histogram).
+
+Keyed by CPU, not by thread: should_we_balance() and sched_balance_rq() run
+with preemption off, mostly in softirq context where tid is whoever was
+interrupted.  Calls are counted at entry, so the counts are exact; a time is
+taken only when entry and exit pair up on one CPU.  Nothing is counted until
+the gate (guest/bt/gate.bt) opens: the counts cover the workload's run, not
+the tools' start-up around it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import parsers
+from .parsers import Metric
+from .util import LabError, package_file
+
+ATTACH_METHODS = ("auto", "kfunc", "kprobe")
+LATENCY_TOOLS = ("auto", "bcc", "libbpf", "bpftrace")
+LATENCY_FUNCTION = "should_we_balance"
+# bcc compiles its program with clang at every start; under TCG that takes
+# minutes.  auto passes over it when its trial start takes longer than this.
+BCC_MAX_START = 30
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A metric and the summary tables that show it."""
+    name: str
+    unit: str
+    headline: bool = False      # the rows 'ab' prints (compare --headline)
+    sweep: str = ""             # the sweep table's column title
+    plot: str = ""              # "count" or "time": a bar of the plots
+    rank: int = 0               # the order of the bars in a plot
+    expected: bool = False      # every complete run of the probe has it
+
+
+@dataclass
+class Parsed:
+    """What a probe's parser gets and gives."""
+    maps: Dict[str, float]
+    seconds: float
+    probe_out: str
+    latency_out: str = ""
+    latency_tool: str = "none"
+    metrics: Dict[str, Metric] = field(default_factory=dict)
+    histograms: Dict[str, dict] = field(default_factory=dict)
+    problems: List[str] = field(default_factory=list)
+
+    def count(self, name: str, key: str, unit: str) -> float:
+        """A count map as a metric and, with a duration, as a rate."""
+        value = self.maps.get(key, 0.0)   # bpftrace prints nothing for a map never written
+        self.metrics[name] = Metric(value, unit, "count", False)
+        if self.seconds > 0:
+            self.metrics[name + " per s"] = Metric(value / self.seconds, unit + "/s",
+                                                   "count", False)
+        return value
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    what: str
+    functions: Tuple[str, ...]        # must be in /proc/kallsyms (out of line)
+    maps: Tuple[str, ...]             # printed when the counting window closes
+    metrics: Tuple[MetricSpec, ...]
+    parse: Callable[[Parsed], None]
+    program: str = ""                 # guest/bt/PROGRAM.bt; "" for none
+
+    def bpftrace(self, attach: str) -> str:
+        """The program for one attach method ('kfunc' or 'kprobe'), with a line
+        that prints its maps when the window closes."""
+        if not self.program:
+            return ""
+        kfunc = attach == "kfunc"
+        text = package_file(f"guest/bt/{self.program}.bt").read_text()
+        for key, value in (("%ENTRY%", "kfunc" if kfunc else "kprobe"),
+                           ("%EXIT%", "kretfunc" if kfunc else "kretprobe"),
+                           ("%IDLE%", "args->idle" if kfunc else "arg3"),
+                           ("%RQ%", "args->rq" if kfunc else "((struct rq *)arg0)")):
+            text = text.replace(key, value)
+        return text.rstrip("\n") + "\n" + print_at_close(self.maps) + "\n"
+
+
+def print_at_close(maps: Sequence[str]) -> str:
+    """Print the maps when the window closes, before the gate says 'stopped'
+    (the gate is attached last, so it runs last): the counts are out even when
+    bpftrace then hangs detaching its fentry probes under TCG and has to be
+    killed, which lost 3 of 15 runs of one plan before this."""
+    prints = " ".join(f"print(@{m});" for m in maps)
+    return f'tracepoint:sched:sched_process_exec /comm == "schedlab-off"/ {{ {prints} }}'
+
+
+def _swb(p: Parsed) -> None:
+    calls = p.count("should_we_balance calls", "swb_calls", "calls")
+    p.count("idle_cpu probes in should_we_balance", "swb_idle_probes", "probes")
+    if calls:
+        p.metrics["idle_cpu probes per should_we_balance call"] = Metric(
+            p.maps.get("swb_idle_probes", 0.0) / calls, "probes", "count", False)
+    hist = parsers.bpftrace_hist(p.probe_out).get("swb_ns")
+    n = sum(c for _, _, c in hist) if hist else 0
+    if "swb_ns_sum" in p.maps and calls and n:
+        p.metrics["should_we_balance mean time (bpftrace)"] = Metric(
+            p.maps["swb_ns_sum"] / n, "ns", "time", False)
+
+
+def _lb(p: Parsed) -> None:
+    for idx, itype in enumerate(parsers.IDLE_TYPES):
+        p.count(f"sched_balance_rq {itype} calls", f"lb_calls[{idx}]", "calls")
+    for idx, itype in enumerate(parsers.IDLE_TYPES):
+        # A map key never written is not printed: no call, no time.
+        calls, total = p.maps.get(f"lb_calls[{idx}]"), p.maps.get(f"lb_ns_sum[{idx}]", 0.0)
+        p.metrics[f"sched_balance_rq {itype} total time"] = Metric(total, "ns", "time", False)
+        if calls:
+            p.metrics[f"sched_balance_rq {itype} mean time"] = Metric(total / calls, "ns",
+                                                                     "time", False)
+
+
+def _migrate(p: Parsed) -> None:
+    p.count("migrations", "migrations", "events")
+
+
+def _avgidle(p: Parsed) -> None:
+    n = p.maps.get("ai_n", 0.0)
+    p.metrics["idle periods ended"] = Metric(n, "events", "count", False)
+    if n:
+        p.metrics["avg_idle at newidle mean"] = Metric(p.maps.get("ai_sum", 0.0) / n / 1000,
+                                                       "us", "count", False)
+        p.metrics["avg_idle at newidle below 500 us"] = Metric(
+            100.0 * p.maps.get("ai_lt500", 0.0) / n, "%", "count", False)
+
+
+def _latency(p: Parsed) -> None:
+    if p.latency_tool in ("bcc", "libbpf"):
+        lat = parsers.funclatency(p.latency_out)
+        if not lat.buckets:
+            p.problems.append(f"no histogram from {p.latency_tool} funclatency")
+            return
+        p.histograms["should_we_balance"] = {"tool": p.latency_tool, "unit": lat.unit,
+                                             "buckets": lat.buckets}
+        mean = lat.avg if lat.avg is not None else parsers.hist_mean(lat.buckets)
+        p.metrics["should_we_balance mean time (funclatency)"] = Metric(
+            mean * parsers.UNIT_NS.get(lat.unit, 1), "ns", "time", False)
+        return
+    hist = parsers.bpftrace_hist(p.probe_out).get("swb_ns")
+    if hist:
+        p.histograms["should_we_balance"] = {"tool": "bpftrace", "unit": "nsecs",
+                                             "buckets": hist}
+
+
+def _rate(name: str, unit: str, **kw) -> Tuple[MetricSpec, MetricSpec]:
+    return MetricSpec(name, unit), MetricSpec(name + " per s", unit + "/s", **kw)
+
+
+_LB_METRICS: Tuple[MetricSpec, ...] = ()
+for _t in parsers.IDLE_TYPES:
+    _LB_METRICS += (MetricSpec(f"sched_balance_rq {_t} calls", "calls", expected=True,
+                               headline=_t == "newidle",
+                               sweep="newidle balance runs" if _t == "newidle" else ""),
+                    MetricSpec(f"sched_balance_rq {_t} calls per s", "calls/s", headline=True,
+                               plot="count" if _t == "newidle" else "", rank=2),
+                    MetricSpec(f"sched_balance_rq {_t} total time", "ns",
+                               headline=_t == "newidle",
+                               sweep="newidle balance time (ms)" if _t == "newidle" else ""),
+                    MetricSpec(f"sched_balance_rq {_t} mean time", "ns",
+                               plot="time" if _t == "newidle" else "", rank=2))
+
+PROBES: Dict[str, Probe] = {p.name: p for p in (
+    Probe("swb", "should_we_balance(): calls, the idle_cpu() probes made inside it, time",
+          ("should_we_balance", "idle_cpu"),
+          ("swb_calls", "swb_idle_probes", "swb_ns_sum", "swb_ns"),
+          (*_rate("should_we_balance calls", "calls", headline=True, expected=True,
+                  plot="count", rank=1),
+           *_rate("idle_cpu probes in should_we_balance", "probes", headline=True,
+                  expected=True, plot="count", rank=0),
+           MetricSpec("idle_cpu probes per should_we_balance call", "probes", headline=True,
+                      expected=True),
+           MetricSpec("should_we_balance mean time (bpftrace)", "ns", expected=True,
+                      plot="time", rank=1)),
+          _swb, "swb"),
+    Probe("lb", "sched_balance_rq(): calls and time by idle type (busy, idle, newidle)",
+          ("sched_balance_rq",), ("lb_calls", "lb_ns_sum"), _LB_METRICS, _lb, "lb"),
+    Probe("migrate", "sched:sched_migrate_task events", (), ("migrations",),
+          _rate("migrations", "events", headline=True, expected=True, plot="count",
+                rank=3),
+          _migrate, "migrate"),
+    Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
+                     "when the idle period ends): mean, share below 500 us, histogram",
+          ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us"),
+          (MetricSpec("idle periods ended", "events", expected=True),
+           MetricSpec("avg_idle at newidle mean", "us"),
+           MetricSpec("avg_idle at newidle below 500 us", "%", headline=True,
+                      sweep="avg_idle < 500 us %")),
+          _avgidle, "avgidle"),
+    Probe("latency", "funclatency histogram of should_we_balance() (bcc, else libbpf-tools, "
+                     "else bpftrace)", ("should_we_balance",), (),
+          (MetricSpec("should_we_balance mean time (funclatency)", "ns", headline=True,
+                      expected=True, plot="time", rank=0),),
+          _latency),
+)}
+DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
+
+# The metrics every run has, whatever its probes: CPU busy time from
+# /proc/stat, balance counts by domain from /proc/schedstat (names made up
+# from the domains, so not listed).
+SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %"),)
+
+
+def probe_names(text: Optional[str]) -> List[str]:
+    names = text.split(",") if text else list(DEFAULT_PROBES)
+    for n in names:
+        if n not in PROBES:
+            raise LabError(f"unknown probe {n!r}; known: "
+                           + "; ".join(f"{p.name} ({p.what})" for p in PROBES.values()))
+    return names
+
+
+def gate() -> str:
+    return package_file("guest/bt/gate.bt").read_text()
+
+
+def parse(probes_used: Sequence[str], parsed: Parsed) -> None:
+    """Every used probe's metrics into parsed.metrics, in the order of PROBES."""
+    for name, probe in PROBES.items():
+        if name in probes_used:
+            probe.parse(parsed)
+
+
+def catalogue() -> List[MetricSpec]:
+    """Every metric a probe or the system produces (workloads' own: workloads.py)."""
+    return [m for p in PROBES.values() for m in p.metrics] + list(SYSTEM_METRICS)

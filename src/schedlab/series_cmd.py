@@ -1,0 +1,57 @@
+"""The 'series' command: list, apply, export, rebase, check."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Optional
+
+from . import series, series_check, source
+from .util import LabError, say
+
+
+def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
+    sha = source.git(tree.path, "rev-parse", "--verify", "-q", onto + "^{commit}", check=False)
+    if not sha:
+        raise LabError(f"no commit {onto!r} in {tree.path}")
+    return source.Tree(key=tree.key, path=tree.path, base=sha,
+                       description=f"{tree.path} at {sha[:12]}")
+
+
+def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = False,
+            start: Optional[str] = None, end: str = "HEAD", reroll: Optional[int] = None,
+            onto: Optional[str] = None, kernel: Optional[str] = None, ppc: bool = True) -> int:
+    if action == "list":
+        for p in series.read_series(series.patches_dir()):
+            say(f"  {p.name}: {series.parse_patch(p.read_text())['subject']}")
+        return 0
+    tree = resolve()
+    if action == "apply":
+        commit = series.ensure_variant(tree, "patched", measure)
+        tree.checkout(commit)
+        n = len(series.variant_patches("patched", measure))
+        say(f"  {n} patch(es) applied: {tree.path} is at {commit[:12]} "
+            f"(ref {tree.ref('patched' + ('+measure' if measure else ''))})")
+        return 0
+    if action == "export":
+        folder = series.measure_dir() if measure else series.patches_dir()
+        first = start or ((tree.commit_of("patched") or series.ensure_variant(tree, "patched"))
+                          if measure else tree.base)
+        series.export(tree, first, end, folder, cover=not measure, reroll=reroll)
+        return 0
+    if action == "rebase":
+        if not onto:
+            raise LabError("series rebase needs --onto REV (a commit of the kernel tree)")
+        new = source.resolve_tree(kernel, onto) if (kernel or os.environ.get("KERNEL_SRC")) \
+            else _rebase_debian(tree, onto)
+        series.rebase(tree, new)
+        say(f"  the series now applies onto {new.base[:12]}; run './schedlab series export' "
+            "with the same --kernel/--base to write it back")
+        return 0
+    if action == "check":
+        if not series.read_series(series.patches_dir()):
+            say("  the series is empty: nothing to check")
+            return 0
+        text, ok = series_check.report(series_check.check(tree, ppc=ppc))
+        say(text)
+        return 0 if ok else 1
+    raise LabError(f"unknown series action {action}")

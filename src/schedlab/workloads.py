@@ -1,0 +1,142 @@
+"""The workloads a measurement plan can run: one record each.
+
+A workload is a one-line command the plan runner (guest/run-plan.sh) runs
+under `bash -c` with NCPU (CPUs online) and SECS in its environment; a
+workload longer than one line is a script in guest/workloads/.  Its parser
+is a function of parsers.py that turns the workload's output into metrics,
+and `metrics` names the ones the summary tables show (see metrics.py).
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from . import deps, parsers
+from .util import LabError, package_file
+
+Parser = Callable[[str], Dict[str, parsers.Metric]]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    command: str        # one line of bash; may use $NCPU, $SECS
+    parser: Parser
+    tools: Tuple[str, ...]   # binaries it needs
+    what: str
+    timed: bool = True  # runs for $SECS (else a fixed amount of work)
+    # The metrics of its own output the headline table shows, and the one
+    # the sweep table's "result" column shows (default: the first of them).
+    results: Tuple[str, ...] = ()
+    sweep: str = ""
+
+    @property
+    def sweep_result(self) -> str:
+        return self.sweep or (self.results[0] if self.results else "")
+
+
+def _script(name: str, *args: str) -> str:
+    """The command that runs guest/workloads/NAME with ARGS."""
+    return shlex.join(["bash", str(package_file(f"guest/workloads/{name}")), *args])
+
+
+# Groups for the messaging benchmarks: one per four CPUs (20 senders and 20
+# receivers each), so the task count follows the topology.
+_G = "G=$(( NCPU >= 8 ? NCPU / 4 : 2 ))"
+
+WORKLOADS: Dict[str, Workload] = {}
+
+
+def _add(w: Workload) -> None:
+    WORKLOADS[w.name] = w
+
+
+for _load in (100, 90, 50, 25):
+    _add(Workload(f"stress-{_load}",
+                  f"stress-ng --cpu $NCPU --cpu-load {_load} --timeout ${{SECS}}s "
+                  "--metrics-brief", parsers.stress_ng, ("stress-ng",),
+                  f"stress-ng, one CPU worker per online CPU at {_load}% load "
+                  "(the 2023 should_we_balance() report's load)",
+                  results=("stress-ng cpu bogo-ops/s",)))
+_add(Workload("hackbench-process", f"{_G}; hackbench -g $G -l 50", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, processes over sockets, 1 group per 4 CPUs",
+              timed=False, results=("hackbench time",)))
+_add(Workload("hackbench-overload", "hackbench -g $(( 2 * NCPU )) -l 20", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, processes over sockets, 2 groups per "
+              "online CPU (80 tasks per CPU): overloaded and going idle often", timed=False,
+              results=("hackbench time",)))
+_add(Workload("hackbench-pipe", f"{_G}; hackbench -p -T -g $G -l 50", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, threads over pipes, 1 group per 4 CPUs",
+              timed=False, results=("hackbench time",)))
+_add(Workload("perf-messaging", f"{_G}; perf bench sched messaging -g $G -l 50",
+              parsers.perf_bench_sched, ("perf",),
+              "perf bench sched messaging (the in-tree hackbench), 1 group per 4 CPUs",
+              timed=False, results=("perf sched messaging time",),
+              sweep="perf sched messaging ops/s"))
+_add(Workload("perf-pipe", "perf bench sched pipe -l 20000", parsers.perf_bench_sched,
+              ("perf",), "perf bench sched pipe, 20000 round trips between two tasks",
+              timed=False, results=("perf sched pipe time",), sweep="perf sched pipe ops/s"))
+_add(Workload("dbench", "cd /tmp && dbench -t $SECS $NCPU", parsers.dbench, ("dbench",),
+              "dbench on /tmp, one client per online CPU", results=("dbench throughput",)))
+_add(Workload("tbench", _script("tbench.sh"), parsers.dbench, ("tbench", "tbench_srv"),
+              "tbench over loopback, one client per online CPU",
+              results=("tbench throughput",)))
+for _d in (1, 2):
+    _add(Workload(f"cgroup-pingpong-d{_d}", _script("cgroup-pingpong.sh", str(_d)),
+                  parsers.perf_bench_sched, ("perf", "stress-ng"),
+                  f"pipe ping-pong in a cgroup v2 group at depth {_d}, sibling groups busy "
+                  "(task-group-idle study)", timed=False,
+                  results=("perf sched pipe time",), sweep="perf sched pipe ops/s"))
+
+SCHBENCH = "schbench"
+DEFAULT_PLAN = ["stress-100", "stress-50", "hackbench-process"]
+
+
+def schbench_workload(binary: Path) -> Workload:
+    return Workload(SCHBENCH, f"{shlex.quote(str(binary))} -m 2 -t $(( NCPU / 2 > 0 ? "
+                    "NCPU / 2 : 1 )) -r $SECS", parsers.schbench, (str(binary),),
+                    "schbench (your binary), 2 message threads, NCPU/2 workers each",
+                    results=("schbench rps",))
+
+
+def all_results() -> List[Workload]:
+    """Every workload record, schbench's included (for the summary tables)."""
+    return list(WORKLOADS.values()) + [schbench_workload(Path(SCHBENCH))]
+
+
+def workload(name: str, schbench: Optional[Path] = None) -> Workload:
+    if name == SCHBENCH:
+        if not schbench:
+            raise LabError("the schbench workload needs your binary: --schbench PATH "
+                           "(schbench is not packaged by Debian)")
+        return schbench_workload(schbench)
+    if name not in WORKLOADS:
+        raise LabError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}, "
+                       f"{SCHBENCH} (with --schbench PATH)")
+    return WORKLOADS[name]
+
+
+def for_reparse(name: str, command: str) -> Workload:
+    """The record of a workload named in a result (schbench is the user's binary)."""
+    return WORKLOADS.get(name) or Workload(SCHBENCH, command, parsers.schbench, (), "")
+
+
+def plan_workloads(text: Optional[str], schbench: Optional[Path] = None) -> List[Workload]:
+    names = text.split(",") if text else list(DEFAULT_PLAN)
+    return [workload(n, schbench) for n in names]
+
+
+def missing_tools(tools: Sequence[str]) -> List[str]:
+    """The tools this machine lacks, each with its Debian package."""
+    out = []
+    for tool in sorted(set(tools)):
+        found = Path(tool).is_file() if "/" in tool else (
+            shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin"))
+        if not found:
+            pkg = deps.GUEST_TOOLS.get(tool)
+            out.append(f"{tool} (Debian package {pkg})" if pkg else tool)
+    return out

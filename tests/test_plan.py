@@ -1,0 +1,133 @@
+"""The plan folder and the plan runner (guest/run-plan.sh), run on this
+machine against fake tools (tests/data/fakebin)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from schedlab import parsers
+from schedlab import plan as planmod
+from schedlab import results as resmod
+from schedlab import workloads as workmod
+from schedlab.util import LabError
+
+FAKEBIN = Path(__file__).parent / "data" / "fakebin"
+
+
+def test_plan_folder_holds_what_the_runner_reads(tmp_path):
+    plan = planmod.make_plan("stress-100,hackbench-process", "swb,lb,migrate", runs=2,
+                             seconds=7, knobs={"newidle_min_avg_idle_ns": "500000"})
+    d = planmod.write(plan, tmp_path / "plan")
+    env = (d / "plan.env").read_text()
+    assert "SECS=7\n" in env and "LIMIT=120\n" in env and "ATTACH=auto\n" in env
+    assert (d / "runs.txt").read_text().split("\n")[:4] == [
+        "stress-100 0", "stress-100 1", "hackbench-process 0", "hackbench-process 1"]
+    assert (d / "cmd" / "stress-100").read_text().startswith("stress-ng --cpu $NCPU")
+    assert (d / "probes.txt").read_text() == ("swb should_we_balance idle_cpu\n"
+                                             "lb sched_balance_rq\nmigrate \n")
+    assert (d / "knobs.txt").read_text() == "newidle_min_avg_idle_ns 500000\n"
+    assert "kprobe:idle_cpu /@swb_in[cpu]/" in (d / "bt" / "swb.kprobe.bt").read_text()
+    assert "kretfunc:should_we_balance" in (d / "bt" / "swb.kfunc.bt").read_text()
+    assert 'comm == "schedlab-on"' in (d / "bt" / "gate.bt").read_text()
+    # Every line of the plan folder is one line: no script is generated.
+    assert all("\n" not in w.command for w in plan.workloads)
+
+
+def test_a_workload_twice_is_refused(tmp_path):
+    with pytest.raises(LabError, match="twice"):
+        planmod.write(planmod.make_plan("stress-50,stress-50"), tmp_path)
+
+
+def test_parse_knobs_accepts_name_value_and_rejects_the_rest():
+    assert planmod.parse_knobs(["newidle_min_avg_idle_ns=500000", "verbose=Y"]) == {
+        "newidle_min_avg_idle_ns": "500000", "verbose": "Y"}
+    assert planmod.parse_knobs(None) == {}
+    for bad in ("noequals", "=1", "Upper=1", "a=", "a=1;reboot", "a=$(x)", "../x=1"):
+        with pytest.raises(LabError, match="NAME=VALUE"):
+            planmod.parse_knobs([bad])
+    with pytest.raises(LabError, match="twice"):
+        planmod.parse_knobs(["a=1", "a=2"])
+
+
+def _fake_plan(tmp_path, knobs=(), command="echo Time: 1.5"):
+    w = workmod.Workload("fake", command, parsers.hackbench, (), "a fake workload",
+                         timed=False)
+    plan = planmod.Plan((w,), ("migrate",), runs=2, seconds=1, knobs=tuple(knobs))
+    d = planmod.write(plan, tmp_path / "plan")
+    knob_dir = tmp_path / "sched"
+    knob_dir.mkdir()
+    env = (d / "plan.env").read_text().replace(planmod.KNOB_DIR, str(knob_dir))
+    (d / "plan.env").write_text(env)
+    return plan, d, knob_dir
+
+
+def _run_plan(tmp_path, d):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PATH=f"{FAKEBIN}:{os.environ['PATH']}")
+    proc = subprocess.run(["bash", str(planmod.runner()), str(d), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    return out, proc
+
+
+def test_the_runner_runs_every_run_between_the_gates(tmp_path, monkeypatch):
+    plan, d, _ = _fake_plan(tmp_path)
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count(planmod.RUN_MARK) == 2
+    assert (out / "attach.txt").read_text() == "kprobe\n"
+    assert (out / "probes-used.txt").read_text() == "migrate\n"
+    monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
+    runs = resmod.collect("x", out, plan.workloads, plan.runs, resmod.Setting(topology="t"),
+                          "tcg")
+    assert [r.metrics["hackbench time"]["value"] for r in runs] == [1.5, 1.5]
+    assert all(r.metrics["migrations"]["value"] == 7 for r in runs)
+    assert all("bpftrace printed no maps" not in r.problems for r in runs)
+    assert (out / "fake-1" / "command.txt").read_text() == "echo Time: 1.5\n"
+
+
+def test_knobs_are_written_checked_and_restored(tmp_path):
+    plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_min_avg_idle_ns", "never")],
+                                   f"cat {tmp_path}/sched/newidle_min_avg_idle_ns; "
+                                   "echo Time: 1")
+    (knob_dir / "newidle_min_avg_idle_ns").write_text("0\n")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "fake-0" / "workload.txt").read_text().startswith("never\n")
+    assert (out / "knobs.txt").read_text() == "newidle_min_avg_idle_ns=never\n"
+    assert (knob_dir / "newidle_min_avg_idle_ns").read_text() == "0\n"   # restored
+    assert not (out / "knob-error.txt").exists()
+
+
+def test_a_missing_knob_stops_the_plan(tmp_path):
+    plan, d, _ = _fake_plan(tmp_path, [("no_such_knob", "1")])
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 3 and not (out / "fake-0").exists()
+    assert "is not there or not writable" in (out / "knob-error.txt").read_text()
+
+
+def test_a_knob_that_reads_back_otherwise_stops_the_plan(tmp_path):
+    # A write that succeeds but does not stick: a knob file that is /dev/null.
+    plan, d, knob_dir = _fake_plan(tmp_path, [("k", "9")])
+    (knob_dir / "k").symlink_to("/dev/null")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 3 and not (out / "fake-0").exists()
+    assert "k: writing 9 gave " in (out / "knob-error.txt").read_text()
+
+
+def test_no_knobs_leave_an_empty_knobs_file(tmp_path):
+    plan, d, _ = _fake_plan(tmp_path)
+    out, proc = _run_plan(tmp_path, d)
+    assert (out / "knobs.txt").read_text() == ""
+
+
+def test_guest_scripts_pass_shellcheck():
+    import shutil
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck is not installed ('./schedlab setup' installs it)")
+    from schedlab.util import package_file
+    scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
+    assert len(scripts) >= 4
+    assert subprocess.run(["shellcheck", *scripts]).returncode == 0

@@ -1,0 +1,100 @@
+"""Probe and workload records: programs, maps, metrics, the summary tables."""
+
+import re
+
+import pytest
+
+from schedlab import compare, plots
+from schedlab import probes as probemod
+from schedlab import workloads as workmod
+from schedlab.util import LabError
+
+
+def test_bpftrace_programs_per_attach_method():
+    lb = probemod.PROBES["lb"]
+    assert "kfunc:sched_balance_rq /@on/ { @lb_calls[args->idle]" in lb.bpftrace("kfunc")
+    assert "kprobe:sched_balance_rq /@on/ { @lb_calls[arg3]" in lb.bpftrace("kprobe")
+    assert "kretfunc:should_we_balance" in probemod.PROBES["swb"].bpftrace("kfunc")
+    assert "tracepoint:sched:sched_migrate_task" in probemod.PROBES["migrate"].bpftrace("kfunc")
+    assert probemod.PROBES["latency"].bpftrace("kfunc") == ""
+    for p in probemod.PROBES.values():
+        assert "%" not in re.sub(r"%[a-z]", "", p.bpftrace("kprobe")), p.name
+
+
+def test_avgidle_probe_reads_the_value_the_gate_compared():
+    kf = probemod.PROBES["avgidle"].bpftrace("kfunc")
+    assert "kfunc:update_rq_avg_idle /@on && args->rq->idle_stamp/" in kf
+    assert "if ($a < 500000) { @ai_lt500 = count(); }" in kf
+    kp = probemod.PROBES["avgidle"].bpftrace("kprobe")
+    assert "kprobe:update_rq_avg_idle /@on && ((struct rq *)arg0)->idle_stamp/" in kp
+
+
+def test_every_probe_prints_its_maps_before_the_gate_says_stopped():
+    for p in probemod.PROBES.values():
+        for method in ("kfunc", "kprobe"):
+            text = p.bpftrace(method)
+            if not text:
+                continue
+            close = [ln for ln in text.splitlines() if 'comm == "schedlab-off"' in ln]
+            assert len(close) == 1
+            for name in p.maps:
+                assert f"print(@{name});" in close[0]
+                assert f"@{name}" in text.replace(close[0], "")   # filled elsewhere
+
+
+def test_unknown_workload_and_probe_list_the_known_ones():
+    with pytest.raises(LabError, match="known: stress-100"):
+        workmod.plan_workloads("nope")
+    with pytest.raises(LabError, match="known: swb"):
+        probemod.probe_names("swb,nope")
+    with pytest.raises(LabError, match="--schbench PATH"):
+        workmod.plan_workloads("schbench")
+
+
+def test_missing_tools_name_their_package(monkeypatch):
+    from schedlab import plan as planmod
+    monkeypatch.setattr(workmod.shutil, "which", lambda tool, path=None: None)
+    plan = planmod.make_plan("hackbench-process", "latency", latency_tool="bcc")
+    missing = workmod.missing_tools(plan.needs())
+    assert "hackbench (Debian package rt-tests)" in missing
+    assert "funclatency-bpfcc (Debian package bpfcc-tools)" in missing
+    assert "bpftrace (Debian package bpftrace)" in missing
+
+
+def test_overloaded_hackbench_has_two_groups_per_cpu():
+    w = workmod.workload("hackbench-overload")
+    assert "-g $(( 2 * NCPU ))" in w.command and not w.timed
+
+
+def test_workload_scripts_are_files():
+    for w in workmod.WORKLOADS.values():
+        assert "\n" not in w.command
+    assert "guest/workloads/cgroup-pingpong.sh 2" in workmod.workload("cgroup-pingpong-d2").command
+
+
+def test_the_summary_tables_name_only_metrics_the_records_make():
+    # Renaming a metric in a record renames it in every table: the tables are
+    # built from the records, and what the old hand-written lists named is there.
+    old_headline = re.compile(
+        r"^(should_we_balance calls per s|idle_cpu probes in should_we_balance per s|"
+        r"idle_cpu probes per should_we_balance call|"
+        r"sched_balance_rq (busy|idle|newidle) calls per s|"
+        r"sched_balance_rq newidle (calls|total time)|avg_idle at newidle below 500 us|"
+        r"migrations per s|cpu busy|"
+        r"hackbench time|perf sched \w+ time|stress-ng cpu bogo-ops/s|"
+        r"(dbench|tbench) throughput|schbench rps|"
+        r"should_we_balance mean time \(funclatency\))$")
+    names = [m.name for m in probemod.catalogue()] + [
+        r for w in workmod.all_results() for r in w.results] + [
+        "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
+    assert [n for n in names if old_headline.match(n)] == [
+        n for n in names if re.match(compare.HEADLINE, n)]
+    assert plots.COUNT_METRICS == ("idle_cpu probes in should_we_balance per s",
+                                   "should_we_balance calls per s",
+                                   "sched_balance_rq newidle calls per s", "migrations per s")
+    assert plots.TIME_METRICS == ("should_we_balance mean time (funclatency)",
+                                  "should_we_balance mean time (bpftrace)",
+                                  "sched_balance_rq newidle mean time")
+    assert [t for t, _ in compare.SWEEP_COLUMNS] == [
+        "cpu busy %", "result", "newidle balance runs", "newidle balance time (ms)",
+        "avg_idle < 500 us %"]

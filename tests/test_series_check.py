@@ -1,0 +1,139 @@
+"""The per-patch checks: warnings, MAINTAINERS, test-only hooks, the report."""
+
+import pytest
+
+from schedlab import series_check as c
+
+
+def test_warning_normalisation_ignores_positions():
+    a = "/w/t/kernel/sched/fair.c:123:5: warning: unused variable 'x'"
+    b = "../../t/kernel/sched/fair.c:130:9: warning: unused variable 'x'"
+    assert c._normalize_warning(a) == c._normalize_warning(b)
+
+
+# A get_maintainer.pl stand-in: like the real one, -f fails for a file that
+# is not in the work tree; prints SCHEDULER when an F: line of ./MAINTAINERS
+# prefixes the file.
+FAKE_GET_MAINTAINER = r"""#!/usr/bin/perl
+my $file = "";
+while (@ARGV) {
+    my $a = shift @ARGV;
+    $file = shift @ARGV if $a eq "-f";
+}
+die "file '$file' not found\n" unless -e $file;
+open(my $fh, "<", "MAINTAINERS") or die;
+my $hit = 0;
+while (<$fh>) { $hit = 1 if /^F:\s+(\S+)/ && index($file, $1) == 0; }
+print $hit ? "SCHEDULER\n" : "THE REST\n";
+"""
+
+
+def _maint_repo(tmp_path):
+    import subprocess
+    from schedlab.source import Tree
+
+    def g(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    g("init", "-q")
+    g("config", "user.name", "t")
+    g("config", "user.email", "t@example.test")
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "get_maintainer.pl").write_text(FAKE_GET_MAINTAINER)
+    (tmp_path / "MAINTAINERS").write_text("SCHEDULER\nF:\tkernel/sched/\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "base")
+    return g, Tree(key="t", path=tmp_path, base=g("rev-parse", "HEAD"), description="t")
+
+
+def test_maintainers_cover_reads_the_commits_own_maintainers(tmp_path):
+    g, tree = _maint_repo(tmp_path)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "t.c").write_text("int x;\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "uncovered")
+    uncovered = g("rev-parse", "HEAD")
+    assert c.maintainers_cover(tree, uncovered, []) == [
+        "tools/t.c: new file that no MAINTAINERS section covers"]
+    (tmp_path / "tools" / "u.c").write_text("int y;\n")
+    with open(tmp_path / "MAINTAINERS", "a") as f:
+        f.write("F:\ttools/\n")
+    g("add", "-A")
+    g("commit", "-q", "-m", "covered by its own MAINTAINERS line")
+    covered = g("rev-parse", "HEAD")
+    # The work tree is left at the earlier commit, as the W=1 builds of the
+    # series check leave it: the answer must not depend on that.
+    g("checkout", "-q", uncovered)
+    assert c.maintainers_cover(tree, covered, []) == []
+    g("checkout", "-q", covered)
+    assert c.maintainers_cover(tree, uncovered, []) == [
+        "tools/t.c: new file that no MAINTAINERS section covers"]
+
+
+def test_stage_with_a_failed_check_is_reported_failed(capsys):
+    from schedlab.util import Stages
+    failed = []
+    st = Stages(failed)
+    with st.stage("good"):
+        pass
+    with st.stage("bad"):
+        failed.append("bad")
+    assert [status for _, _, status in st.times] == ["ok", "failed"]
+    assert "<== bad: failed" in capsys.readouterr().out
+
+
+HOOK_DIFF = """\
+diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
+--- a/kernel/sched/fair.c
++++ b/kernel/sched/fair.c
+@@ -61,6 +61,10 @@
+ #include "autogroup.h"
+ 
++#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#include "tests/fair_kunit_seams.h"
++#endif
++
+ /*
+@@ -100,3 +104,7 @@
+ }
++
++#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#include "tests/fair_kunit.c"
++#endif
+"""
+
+
+def test_test_hooks_only_accepts_guarded_additions():
+    assert c.test_hooks_only(HOOK_DIFF)
+
+
+@pytest.mark.parametrize("change", [
+    ("+#endif\n", "+#endif\n+static int x;\n"),                  # code outside a block
+    (" #include \"autogroup.h\"\n", "-#include \"autogroup.h\"\n"),  # a removal
+    ("+#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST\n", "+#ifdef CONFIG_OTHER\n"),  # other option
+    ("+#include \"tests/fair_kunit.c\"\n+#endif\n", "+#include \"tests/fair_kunit.c\"\n"),
+])
+def test_test_hooks_only_rejects(change):
+    old, new = change
+    assert old in HOOK_DIFF
+    assert not c.test_hooks_only(HOOK_DIFF.replace(old, new, 1))
+
+
+def test_test_hooks_only_needs_an_addition():
+    assert not c.test_hooks_only("--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n a\n")
+
+
+def test_preprocessed_tokens_ignore_markers_and_layout():
+    a = '# 1 "fair.c"\nint a =\n   0;\n# 5 "fair.c"\n\nint b;\n'
+    b = '# 1 "fair.c"\nint a = 0;\n\n\n\n# 9 "fair.c"\nint b;\n'
+    assert c.preprocessed_tokens(a) == c.preprocessed_tokens(b) == "int a = 0; int b;"
+    assert c.preprocessed_tokens(a) != c.preprocessed_tokens(a.replace("int b", "int c"))
+
+
+def test_report_marks_failing_patches():
+    text, ok = c.report([c.PatchCheck("0001-a.patch", "sched/fair: a", [], ["compiled x"]),
+                         c.PatchCheck("0002-b.patch", "sched/fair: b", ["no Signed-off-by"], [])])
+    assert not ok
+    assert "  [ok] 0001-a.patch: sched/fair: a" in text
+    assert "  [FAIL] 0002-b.patch: sched/fair: b\n      problem: no Signed-off-by" in text
+    assert c.report([c.PatchCheck("p", "s", [], [])])[1]
