@@ -136,6 +136,7 @@ def _measure(req: AbRequest, st: Stages) -> None:
     keys = {a.name: json.dumps([built_by[a.variant].commit, built_by[a.variant].release,
                                 req.topology, plan.seconds, list(plan.probes), plan.attach,
                                 plan.latency_tool, req.online]
+                               + ([plan.accel] if plan.accel != "auto" else [])
                                + ([req.boots] if req.boots > 1 else [])
                                + ([dict(a.knobs)] if a.knobs else []),
                                sort_keys=True) for a in arms}

@@ -27,6 +27,7 @@ from . import plan as planmod
 from . import probes as probemod
 from . import results as resmod
 from . import topology as topomod
+from . import vm
 from . import workloads as workmod
 from .spec import BuildSpec, TreeSpec, VmOptions, built, topologies
 from .util import LabError, eprint, say, set_repo
@@ -76,6 +77,8 @@ def add_vm_opts(p: argparse.ArgumentParser, check: bool = True) -> None:
                    help="extra kernel argument (repeatable)")
     g.add_argument("--timeout", type=float, default=900, metavar="SECS")
     if check:
+        g.add_argument("--accel", default="auto", choices=vm.ACCELS,
+                       help="icount: one host thread, the guest clock counting instructions")
         g.add_argument("--no-check", action="store_true", help="skip the topology check")
         g.add_argument("--verbose", action="store_true", help="show the guest console")
         g.add_argument("--rwdir", action="append", default=[], type=Path, metavar="DIR",
@@ -85,7 +88,7 @@ def add_vm_opts(p: argparse.ArgumentParser, check: bool = True) -> None:
 def vm_options(args: argparse.Namespace) -> VmOptions:
     return VmOptions(args.online, args.memory, tuple(args.append), args.timeout,
                      getattr(args, "no_check", False), getattr(args, "verbose", False),
-                     tuple(getattr(args, "rwdir", [])))
+                     tuple(getattr(args, "rwdir", [])), getattr(args, "accel", "auto"))
 
 
 def add_plan_opts(p: argparse.ArgumentParser) -> None:
@@ -105,13 +108,16 @@ def add_plan_opts(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runs", type=int, default=3)
     g.add_argument("--seconds", type=int, default=10, help="duration of timed workloads")
     g.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    g.add_argument("--accel", default="auto", choices=vm.ACCELS,
+                   help="icount: one host thread, the guest clock counting instructions "
+                        "(for the *-cost probes); default KVM where it works, else TCG")
 
 
 def plan_request(args: argparse.Namespace, knobs: Optional[List[str]] = None) -> planmod.Plan:
     return planmod.make_plan(args.plan, args.probe, schbench=args.schbench, runs=args.runs,
                              seconds=args.seconds, attach=args.attach,
                              latency_tool=args.latency_tool,
-                             knobs=planmod.parse_knobs(knobs))
+                             knobs=planmod.parse_knobs(knobs), accel=args.accel)
 
 
 def _command(sub: Sub, name: str, func: Callable[[argparse.Namespace], int], help: str,

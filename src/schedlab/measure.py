@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
+from . import icount
 from . import plan as planmod
 from . import results as resmod
 from . import topology as topomod
@@ -87,9 +88,11 @@ def _raw_dir(label: str) -> Path:
 
 def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
                setting: resmod.Setting, timeout: float, online: Optional[int] = None,
-               key: str = "") -> List[resmod.Run]:
+               key: str = "", vmlinux: Optional[Path] = None) -> List[resmod.Run]:
     raw = _raw_dir(label)
     folder = planmod.write(plan, raw / "plan")
+    if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
+        icount.write_paths(vmlinux, raw)
     est = estimate_seconds(plan)
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s), {plan.seconds}s per timed "
@@ -102,7 +105,8 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
             # kernel text, which multi-threaded TCG does not survive (vm.py).
             res = vm.boot(image, topo, f"bash {planmod.runner()} {folder} {raw} "
                           f"> {raw}/guest.log 2>&1 < /dev/null", timeout=timeout,
-                          rwdirs=[raw], online=online, tcg_single=True)
+                          rwdirs=[raw], online=online, tcg_single=True,
+                          icount=plan.accel == "icount")
         (raw / "console.txt").write_text(res.output)
         if res.returncode != 0 and ("Kernel panic" in res.output or "BUG:" in res.output):
             say(f"  the guest kernel crashed: see {raw / 'console.txt'}")
@@ -150,6 +154,9 @@ def measure_host(label: str, plan: Plan, setting: resmod.Setting, timeout: float
                        "with sudo")
     raw = _raw_dir(label)
     folder = planmod.write(plan, raw / "plan")
+    vmlinux = Path(f"/usr/lib/debug/boot/vmlinux-{os.uname().release}")
+    if vmlinux.is_file() and (folder / "bt" / "calibrate.kfunc.bt").is_file():
+        icount.write_paths(vmlinux, raw)
     est = estimate_seconds(plan, accel="host")
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s) on this machine "
@@ -183,7 +190,7 @@ def measure_in_vm(tree, result, variant: str, label: str, plan: Plan, topology: 
                              commit=result.commit, seconds=plan.seconds,
                              knobs=dict(plan.knobs))
     return measure_vm(label, result.image, topo, plan, setting, timeout, online=online,
-                      key=key)
+                      key=key, vmlinux=result.build_dir / "vmlinux")
 
 
 def measure_on_host(label: str, plan: Plan, variant: Optional[str],
@@ -191,6 +198,8 @@ def measure_on_host(label: str, plan: Plan, variant: Optional[str],
     """'measure --host': PLAN on this machine, booted into the kernel to measure."""
     import platform
     from . import build as buildmod
+    if plan.accel != "auto":
+        raise LabError("measure --host: --accel is for the VM (on the host, the clock is real)")
     plan.check_tools()
     conf = buildmod.running_config_text()
     setting = resmod.Setting(topology=host_topology(),

@@ -135,6 +135,19 @@ def bpftrace_maps(text: str) -> Dict[str, float]:
     return out
 
 
+_STR_MAP = re.compile(r"^@([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]:\s+(\S.*?)\s*$")
+
+
+def bpftrace_string_maps(text: str) -> Dict[str, Dict[str, str]]:
+    """Keyed maps whose values are strings: {map: {key: value}}."""
+    out: Dict[str, Dict[str, str]] = {}
+    for line in text.splitlines():
+        m = _STR_MAP.match(line.strip())
+        if m and not re.fullmatch(r"-?\d+", m.group(3)):
+            out.setdefault(m.group(1), {})[m.group(2)] = m.group(3)
+    return out
+
+
 _HIST = re.compile(r"^\s*(\d+)\s*->\s*(\d+)\s*:\s*(\d+)\s*\|", re.M)
 _AVG = re.compile(r"avg\s*=\s*([0-9.]+)\s*(\w+),\s*total:\s*([0-9.]+)\s*\w+,\s*count:\s*(\d+)")
 
@@ -200,6 +213,50 @@ def bpftrace_hist(text: str) -> Dict[str, List[tuple]]:
         if s:
             current = None
     return {k: v for k, v in out.items() if v}
+
+
+_LHIST_OVER = re.compile(r"^\[(\d+)([KMG]?),\s*\.\.\.\)\s+(\d+)\s*\|")
+
+
+def bpftrace_keyed_hist(text: str) -> Dict[str, List[tuple]]:
+    """Histograms (hist or lhist) keyed as printed: {'map[key]': [(low, high, count)]},
+    high inclusive; an lhist's overflow bucket is (low, None, count)."""
+    out: Dict[str, List[tuple]] = {}
+    current = None
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"^@([A-Za-z_][A-Za-z0-9_]*)(\[[^\]]*\])?:\s*$", s)
+        if m:
+            current = m.group(1) + (m.group(2) or "")
+            out[current] = []
+            continue
+        if current is None:
+            continue
+        m = _BT_HIST.match(s)
+        if m:
+            lo = int(m.group(1)) * _SUFFIX[m.group(2)]
+            hi = int(m.group(3)) * _SUFFIX[m.group(4)]
+            out[current].append((lo, hi - 1, int(m.group(5))))
+            continue
+        m = _LHIST_OVER.match(s)
+        if m:
+            out[current].append((int(m.group(1)) * _SUFFIX[m.group(2)], None, int(m.group(3))))
+            continue
+        if s and not s.startswith("(..."):
+            current = None
+    return {k: v for k, v in out.items() if v}
+
+
+def hist_median(buckets: List[tuple]) -> Optional[float]:
+    """The median of a histogram, at the middle of its bucket (None if empty or
+    in an open bucket)."""
+    n = sum(c for _, _, c in buckets)
+    seen = 0
+    for lo, hi, c in buckets:
+        seen += c
+        if c and seen * 2 >= n:
+            return None if hi is None else (lo + hi) / 2
+    return None
 
 
 def hist_mean(buckets: List[tuple]) -> float:

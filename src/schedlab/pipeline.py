@@ -35,7 +35,8 @@ def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOpti
     """Boot once: topology probe (unless no_check), then the user's command."""
     user = shlex.join(command) if command else "true"
     boot = dict(online=opts.online, memory_mib=opts.memory, kernel_args=opts.append,
-                timeout=opts.timeout, verbose=opts.verbose, rwdirs=opts.rwdirs)
+                timeout=opts.timeout, verbose=opts.verbose, rwdirs=opts.rwdirs,
+                icount=opts.accel == "icount")
     if opts.no_check:
         res = vm.boot(image, topo, user, **boot)  # type: ignore[arg-type]
         sys.stdout.write(res.output)

@@ -49,6 +49,7 @@ class Plan:
     attach: str = "auto"
     latency_tool: str = "auto"
     knobs: Tuple[Tuple[str, str], ...] = ()
+    accel: str = "auto"     # "icount": the guest clock counts instructions (vm.py)
 
     @property
     def limit(self) -> int:
@@ -83,13 +84,20 @@ class Plan:
 def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               schbench: Optional[Path] = None, runs: int = 3, seconds: int = 10,
               attach: str = "auto", latency_tool: str = "auto",
-              knobs: Optional[Dict[str, str]] = None) -> Plan:
+              knobs: Optional[Dict[str, str]] = None, accel: str = "auto") -> Plan:
     """A plan from the command line's comma-separated lists."""
     if runs < 1 or seconds < 1:
         raise LabError(f"--runs and --seconds must be 1 or more (not {runs}, {seconds})")
-    return Plan(tuple(workmod.plan_workloads(workloads, schbench)),
-                tuple(probemod.probe_names(probes)), runs, seconds, attach, latency_tool,
-                tuple((knobs or {}).items()))
+    names = tuple(probemod.probe_names(probes))
+    cost = [p for p in names if probemod.PROBES[p].program == "cost"]
+    if cost and len(names) > 1:
+        # Every other probe's instructions would be counted as the function's
+        # (the swb probe hooks idle_cpu(), sched_balance_rq() calls
+        # should_we_balance()).
+        raise LabError(f"--probe {','.join(names)}: a cost probe ({cost[0]}) is measured "
+                       "alone; run one plan per cost probe")
+    return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
+                attach, latency_tool, tuple((knobs or {}).items()), accel)
 
 
 def _env_line(name: str, value: object) -> str:
@@ -127,6 +135,11 @@ def write(plan: Plan, folder: Path) -> Path:
             if text:
                 (folder / "bt" / f"{p}.{method}.bt").write_text(text)
     (folder / "bt" / "gate.bt").write_text(probemod.gate())
+    if any(probemod.PROBES[p].program == "cost" for p in plan.probes):
+        # The cost probes' own instructions, measured before the runs.
+        for method in ("kfunc", "kprobe"):
+            (folder / "bt" / f"calibrate.{method}.bt").write_text(
+                probemod.CALIBRATION.bpftrace(method))
     (folder / "knobs.txt").write_text("".join(f"{k} {v}\n" for k, v in plan.knobs))
     runs = []
     for w in plan.workloads:

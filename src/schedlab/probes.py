@@ -52,6 +52,7 @@ class Parsed:
     probe_out: str
     latency_out: str = ""
     latency_tool: str = "none"
+    overhead: Optional[float] = None      # the cost probes' own instructions per call
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
@@ -75,6 +76,8 @@ class Probe:
     metrics: Tuple[MetricSpec, ...]
     parse: Callable[[Parsed], None]
     program: str = ""                 # guest/bt/PROGRAM.bt; "" for none
+    # More placeholders of the program: (placeholder, kfunc value, kprobe value).
+    params: Tuple[Tuple[str, str, str], ...] = ()
 
     def bpftrace(self, attach: str) -> str:
         """The program for one attach method ('kfunc' or 'kprobe'), with a line
@@ -83,6 +86,8 @@ class Probe:
             return ""
         kfunc = attach == "kfunc"
         text = package_file(f"guest/bt/{self.program}.bt").read_text()
+        for key, on_kfunc, on_kprobe in self.params:
+            text = text.replace(key, on_kfunc if kfunc else on_kprobe)
         for key, value in (("%ENTRY%", "kfunc" if kfunc else "kprobe"),
                            ("%EXIT%", "kretfunc" if kfunc else "kretprobe"),
                            ("%IDLE%", "args->idle" if kfunc else "arg3"),
@@ -174,6 +179,73 @@ for _t in parsers.IDLE_TYPES:
                     MetricSpec(f"sched_balance_rq {_t} mean time", "ns",
                                plot="time" if _t == "newidle" else "", rank=2))
 
+# Under icount: a call longer than this many instructions straddled a vCPU switch.
+STRADDLE = 1_000_000
+
+
+def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]], top: int,
+               key_out: str = "") -> Probe:
+    """Instructions per call of FUNC by sched domain (guest/bt/cost.bt; SD is the
+    domain's expression at entry per attach method, None for a function without):
+    meant for --accel icount, where the guest clock counts instructions."""
+    def parse(p: Parsed) -> None:
+        _cost(p, func, prefix)
+    step = max(1, top // 1000)
+    lv = f"@{prefix}_lv[cpu]"
+    kf, kp = sd or ("", "")
+    key = (f"{kf}->level", f"{kp}->level") if sd else ("0", "0")
+    store = (f"@{prefix}_name[$k] = str({kf}->name);",
+             f"@{prefix}_name[$k] = str({kp}->name);") if sd else ("", "")
+    params = (("%FUNC%", func, func), ("%P%", prefix, prefix), ("%KEY%", *key),
+              ("%NAME%", *store), ("%KEY_OUT%", key_out or lv, key_out or lv),
+              ("%LONG%", str(STRADDLE), str(STRADDLE)), ("%TOP%", str(top), str(top)),
+              ("%STEP%", str(step), str(step)))
+    return Probe(name, f"{func}(): instructions per call by sched domain (with --accel "
+                 "icount)", (func,),
+                 tuple(f"{prefix}_{m}" for m in ("calls", "long", "n", "sum", "lh")
+                       + (("name",) if sd else ())),
+                 (MetricSpec(f"{func} instructions per call", "instructions"),), parse,
+                 "cost", params)
+
+
+def _cost(p: Parsed, func: str, prefix: str) -> None:
+    """Per sched domain: instructions per call (mean and median of the calls
+    that did not straddle a vCPU switch, less the probe's own), calls,
+    straddlers."""
+    hists = parsers.bpftrace_keyed_hist(p.probe_out)
+    names = parsers.bpftrace_string_maps(p.probe_out).get(f"{prefix}_name", {})
+    keys = sorted((k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")),
+                  key=int)
+    over = p.overhead or 0.0
+    for key in keys:
+        tag = f" ({names.get(key, 'level ' + key)})" if names else ""
+        n, total = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_sum[{key}]", 0.0)
+        p.metrics[f"{func} calls{tag}"] = Metric(p.maps[f"{prefix}_calls[{key}]"], "calls",
+                                                  "count", False)
+        p.metrics[f"{func} calls straddling a vCPU switch{tag}"] = Metric(
+            p.maps.get(f"{prefix}_long[{key}]", 0.0), "calls", "count", False)
+        if not n:
+            continue
+        p.metrics[f"{func} instructions per call{tag}"] = Metric(
+            total / n - over, "instructions", "count", False)
+        median = parsers.hist_median(hists.get(f"{prefix}_lh[{key}]", []))
+        if median is not None:
+            p.metrics[f"{func} instructions per call, median{tag}"] = Metric(
+                median - over, "instructions", "count", False)
+
+
+COST_PROBES = (
+    cost_probe("swb-cost", "should_we_balance", "swbc",
+               ("args->env->sd", "((struct lb_env *)arg0)->sd"), 20000),
+    cost_probe("lb-cost", "sched_balance_rq", "lbc",
+               ("args->sd", "((struct sched_domain *)arg2)"), 400000),
+    cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 20000),
+)
+# The calibration: the same program on idle_cpu(), keyed by what it returns
+# (1 only on its longest path), attached alone for a few seconds before the
+# runs (guest/run-plan.sh, icount.py).
+CALIBRATION = cost_probe("calibrate", "idle_cpu", "cal", None, 2000, key_out="retval")
+
 PROBES: Dict[str, Probe] = {p.name: p for p in (
     Probe("swb", "should_we_balance(): calls, the idle_cpu() probes made inside it, time",
           ("should_we_balance", "idle_cpu"),
@@ -206,6 +278,7 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           (MetricSpec("should_we_balance mean time (funclatency)", "ns", headline=True,
                       expected=True, plot="time", rank=0),),
           _latency),
+    *COST_PROBES,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 

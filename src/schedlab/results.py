@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from . import parsers
+from . import icount, parsers
 from . import probes as probemod
 from . import workloads as workmod
 from .util import LabError, repo_dir, say, work_dir
@@ -107,6 +107,7 @@ class Run(_Record):
     host_exit: Optional[int] = None
     key: Optional[str] = None
     boot: Optional[int] = None
+    calibration: Optional[Dict[str, Any]] = None    # the cost probes' (icount.py)
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def name(self) -> str:
@@ -155,7 +156,8 @@ def _lines(d: Path, name: str) -> List[str]:
 
 def parse_run(d: Path, w: workmod.Workload,
               probes_used: Sequence[str] = tuple(probemod.DEFAULT_PROBES),
-              latency_tool: str = "bpftrace", schedstat: bool = True) -> Run:
+              latency_tool: str = "bpftrace", schedstat: bool = True,
+              overhead: Optional[float] = None) -> Run:
     """Metrics of one run folder; 'complete' false with the reasons when not."""
     metrics: Dict[str, parsers.Metric] = {}
     problems = _lines(d, "problems.txt")
@@ -176,7 +178,7 @@ def parse_run(d: Path, w: workmod.Workload,
         secs = 0.0
     probe_out = _read(d, "probe.txt")
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
-                             _read(d, "latency.txt"), latency_tool)
+                             _read(d, "latency.txt"), latency_tool, overhead)
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems
@@ -228,8 +230,16 @@ def _parse_in_plan(raw: Path, w: workmod.Workload, index: int, probes_used: Sequ
                    latency_tool: str, probes_missing: Sequence[str]) -> Run:
     """parse_run() of run INDEX of a plan's raw folder, with what holds for the
     whole plan: schedstat absent, a knob that could not be set."""
+    cal = icount.read(raw)
     run = parse_run(raw / f"{w.name}-{index}", w, probes_used, latency_tool,
-                    schedstat=not any(m.startswith("schedstat:") for m in probes_missing))
+                    schedstat=not any(m.startswith("schedstat:") for m in probes_missing),
+                    overhead=cal.overhead if cal else None)
+    if cal:
+        run.calibration = cal.to_json()
+        if cal.overhead is None:
+            run.problems = sorted(set(run.problems) | {"the cost probes' calibration "
+                                                       "found no overhead"})
+            run.complete = False
     knob_error = _read(raw, "knob-error.txt").strip()
     if knob_error:
         run.problems = sorted(set(run.problems) | {f"knob: {knob_error}"})
@@ -283,7 +293,7 @@ def reparse_folder(folder: Path) -> List[Run]:
                              probemod.DEFAULT_PROBES if st.probes is None else st.probes,
                              st.latency_tool or "none", r.probes_missing or [])
         for name in ("complete", "problems", "notes", "seconds", "command", "metrics",
-                     "histograms", "raw"):
+                     "histograms", "raw", "calibration"):
             setattr(r, name, getattr(new, name))
         write_json(f, r)
         done.append(r)
@@ -338,6 +348,10 @@ def report(label: str, runs: List[Run]) -> None:
     why = first.latency_why or []
     say(f"  probes: counts with {s.probe_tool}, latency with {s.latency_tool}"
         + (f" ({'; '.join(why)})" if why else ""))
+    if first.calibration:
+        cal = first.calibration
+        say(f"  cost probes: {cal['overhead']} instructions of their own per call "
+            f"({cal['calls']} calls of {cal['function']}(); {cal['check']})")
     for miss in first.probes_missing or []:
         hint = (": build with the measurement series (build --measure, patches/measure/), "
                 "which keeps the probed functions out of line") if "kallsyms" in miss else ""

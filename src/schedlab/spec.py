@@ -58,6 +58,7 @@ class VmOptions:
     no_check: bool = False
     verbose: bool = False
     rwdirs: Tuple[Path, ...] = field(default_factory=tuple)
+    accel: str = "auto"         # or "icount" (vm.py)
 
     def with_(self, **changes) -> "VmOptions":
         return replace(self, **changes)

@@ -88,6 +88,8 @@ PRESETS: Dict[str, Topology] = {
     "smt8": Topology(1, 2, 8, name="smt8"),
     "smt4-numa": Topology(2, 2, 4, numa=True, name="smt4-numa"),
     "smt8-numa": Topology(2, 2, 8, numa=True, name="smt8-numa"),
+    # The large guest of the instruction counts (--accel icount): 64 vCPUs.
+    "smt8-64": Topology(2, 4, 8, numa=True, name="smt8-64"),
     "smt2-numa": Topology(2, 4, 2, numa=True, name="smt2-numa"),
 }
 

@@ -21,6 +21,9 @@ from .deps import ensure_venv, venv_bin
 from .util import LabError, fmt_secs, log_dir, run_logged, say, work_dir
 
 KVM_PROBE_TIMEOUT = 40
+# Accelerators a boot can ask for: auto is KVM where it works, else TCG.
+ACCELS = ("auto", "icount")
+ICOUNT_OPTS = "-icount shift=0,sleep=off"
 
 
 @dataclass
@@ -35,17 +38,23 @@ class VmResult:
 def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
                 memory_mib: int = 2048, online: Optional[int] = None,
                 kernel_args: Sequence[str] = (), verbose: bool = False,
-                rwdirs: Sequence[Path] = (), tcg_single: bool = False) -> List[str]:
+                rwdirs: Sequence[Path] = (), tcg_single: bool = False,
+                icount: bool = False) -> List[str]:
     """The virtme-ng command line for one boot (pure: tested without booting).
 
     tcg_single: under TCG, run all vCPUs in one host thread.  Needed when the
     guest patches its own text while other vCPUs run it (bpftrace attaching
     fentry or kprobes): with multi-threaded TCG a 7.3 guest here jumps to
     address 0 at the patched call sites within seconds (README, "Measuring").
+    icount: single-thread TCG whose guest clock advances one ns per
+    instruction of the running vCPU (qemu -icount shift=0,sleep=off), for
+    the instruction counts of short functions; never KVM.
     """
     args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
             "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
-    if not kvm:
+    if icount:
+        args += ["--disable-kvm", f"--qemu-opts=-accel tcg,thread=single {ICOUNT_OPTS}"]
+    elif not kvm:
         args.append("--disable-kvm")
         if tcg_single:
             args.append("--qemu-opts=-accel tcg,thread=single")
@@ -119,18 +128,23 @@ def kvm_works(image: Path) -> tuple[bool, str]:
 def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int] = None,
          memory_mib: int = 2048, kernel_args: Sequence[str] = (), timeout: float = 900,
          verbose: bool = False, quiet: bool = False,
-         rwdirs: Sequence[Path] = (), tcg_single: bool = False) -> VmResult:
+         rwdirs: Sequence[Path] = (), tcg_single: bool = False,
+         icount: bool = False) -> VmResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
-    kvm, why = kvm_works(image)
-    accel = "kvm" if kvm else ("tcg-single" if tcg_single else "tcg")
+    if icount:
+        kvm, why = False, f"asked for: {ICOUNT_OPTS}, one host thread"
+        accel = "icount"
+    else:
+        kvm, why = kvm_works(image)
+        accel = "kvm" if kvm else ("tcg-single" if tcg_single else "tcg")
     if not quiet:
         say(f"  accelerator: {accel} ({why})")
         say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
             + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
     args = vng_command(image, topo, cmd, kvm=kvm, memory_mib=memory_mib, online=online,
                        kernel_args=kernel_args, verbose=verbose, rwdirs=rwdirs,
-                       tcg_single=tcg_single)
+                       tcg_single=tcg_single, icount=icount)
     res = _spawn(args, timeout, log_dir() / "vm.log")
     res.accel = accel
     if res.timed_out:

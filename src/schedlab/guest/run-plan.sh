@@ -235,6 +235,19 @@ gate() {
 	return 1
 }
 
+# The cost probes' calibration: their program alone on idle_cpu() for a few
+# seconds of load, before the runs (icount.py reads calibration.txt).
+if [ -f "$PLAN/bt/calibrate.$ATTACH.bt" ]; then
+	cat "$PLAN/bt/calibrate.$ATTACH.bt" "$PLAN/bt/gate.bt" > "$PD/calibrate.bt"
+	stdbuf -oL bpftrace "$PD/calibrate.bt" > "$OUT/calibration.txt" 2>&1 3<&- &
+	CAL=$!
+	if wait_for "$OUT/calibration.txt" Attaching $CAL && gate on counting "$OUT/calibration.txt" $CAL; then
+		timeout -k 5 120 stress-ng --cpu "$NCPU" --cpu-load 50 --timeout 3s > /dev/null 2>&1
+		gate off stopped "$OUT/calibration.txt" $CAL
+	fi
+	stop $CAL bpftrace "$OUT/calibration-notes.txt" 40
+fi
+
 total=$(grep -c . "$PLAN/runs.txt")
 k=0
 while read -r name i <&3; do
