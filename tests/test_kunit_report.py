@@ -104,11 +104,21 @@ def test_targets_on_real_console():
 
 def test_report_lines():
     out = r.report_lines(r.parse_probe_lines(UPSTREAM), r.parse_call_lines(UPSTREAM))
-    assert [out[0], out[2], out[4]] == [r.PROBES_HEADING, r.CALLS_HEADING, r.TARGETS_HEADING]
+    assert [out[0], out[2], out[4], out[6]] == [r.PROBES_HEADING, r.RATES_HEADING,
+                                               r.CALLS_HEADING, r.TARGETS_HEADING]
     assert "issue" not in r.TARGETS_HEADING and "v7.3" in r.TARGETS_HEADING
-    assert out[5] == "    smt8-2x12x8 100% busy: 7.02x fewer probes per pass, target >= 6x: met"
-    assert len(out) == 5 + len(r.PROBE_TARGETS)
+    assert out[7] == "    smt8-2x12x8 100% busy: 7.02x fewer probes per pass, target >= 6x: met"
+    assert len(out) == 7 + len(r.PROBE_TARGETS)
     # Before the upstream comparison: the table alone, no targets.
     old = r.report_lines(r.parse_probe_lines(CONSOLE), r.parse_call_lines(CONSOLE))
-    assert len(old) == 2 and old[0] == r.PROBES_HEADING
+    assert old[0] == r.PROBES_HEADING and r.TARGETS_HEADING not in old
     assert r.report_lines([], r.parse_call_lines(UPSTREAM)) == []
+
+
+def test_busy_rate_weights_each_level_by_its_interval():
+    from schedlab import kunit_report as kr
+    # 2 CPUs per SMT core, 64 CPUs: SMT balanced every 2*16 ms, NUMA every 64*16 ms.
+    assert kr.busy_rate("SMT:64,MC:0,NUMA:64", (2, 32, 64)) == \
+        64 / 64 * 1000 / 32 + 64 / 64 * 1000 / 1024
+    assert kr.busy_rate("SMT:1,MC:2", (2, 32, 64)) is None      # levels and spans disagree
+    assert set(kr.FIXTURE_SPANS) >= {"smt8-2x12x8", "smt4-2x12x4", "smt2-x86-2x16x2"}

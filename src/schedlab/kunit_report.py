@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .compare import render_table
 
@@ -34,6 +34,9 @@ PROBE_TARGETS = {
 PROBES_HEADING = ("  should_we_balance() idle-state probes per balance pass, upstream (v7.3 "
                   "model) vs this kernel (mean over seeded patterns):")
 CALLS_HEADING = "  idle-state probes per call, every level and dst of the comparison patterns:"
+RATES_HEADING = ("  idle-state probes per second per CPU when busy, each level weighted by its "
+                 "busy balance interval (span weight x busy_factor 16 ms, as "
+                 "get_sd_balance_interval() starts it), from the per-pass probes by level:")
 TARGETS_HEADING = ("  targets (the series' goal: fewer idle-state probes per pass than v7.3, "
                    "by at least the factor shown):")
 
@@ -156,6 +159,52 @@ def check_targets(rows: List[ProbeRow]) -> List[str]:
     return out
 
 
+# The span weights (CPUs) of each fixture's levels, bottom-up, as patch 1's
+# fixtures define them (tests/fair_kunit.c: sockets x cores x threads, SMT
+# width, LLCs per socket, NUMA ring).
+FIXTURE_SPANS: Dict[str, Tuple[int, ...]] = {
+    "smt2-x86-2x16x2": (2, 32, 64),
+    "smt4-2x12x4": (4, 48, 96),
+    "smt8-2x12x8": (8, 96, 192),
+    "power10-1x6x8-smt4": (4, 8, 48),
+    "multi-llc-2x4x4x2": (2, 8, 32, 64),
+    "numa-ring-4x4x2": (2, 8, 24, 32),
+}
+BUSY_FACTOR = 16
+
+
+def level_probes(text: str) -> List[int]:
+    """'SMT:0,MC:96,NUMA:94' -> [0, 96, 94]."""
+    return [int(item.split(":")[1]) for item in text.split(",") if ":" in item]
+
+
+def busy_rate(levels: str, spans: Tuple[int, ...]) -> Optional[float]:
+    """Probes per second per CPU: each level's probes per pass spread over the
+    fixture's CPUs, times how often a busy CPU balances that level
+    (1000 / (span weight x busy_factor) per second)."""
+    probes = level_probes(levels)
+    if len(probes) != len(spans):
+        return None
+    cpus = spans[-1]
+    return sum(p / cpus * 1000 / (BUSY_FACTOR * w) for p, w in zip(probes, spans))
+
+
+def rate_table(rows: List[ProbeRow]) -> str:
+    head = ["fixture", "busy %", "spans", "upstream probes/s/CPU", "probes/s/CPU", "fewer by"]
+    body = []
+    for r in rows:
+        spans = FIXTURE_SPANS.get(r.fixture)
+        if not spans or "levels" not in r.fields:
+            continue
+        ours = busy_rate(r.fields["levels"], spans)
+        up = busy_rate(r.fields.get("upstream_levels", ""), spans)
+        ratio = up / ours if up is not None and ours else None
+        body.append([r.fixture, str(r.busy), "/".join(map(str, spans)),
+                     "" if up is None else f"{up:.3f}",
+                     "" if ours is None else f"{ours:.3f}", _fmt_ratio(ratio)])
+    return "\n".join(render_table(head, body, markdown=True)) if body else ""
+
+
 def report_lines(rows: List[ProbeRow], calls: List[Dict[str, str]]) -> List[str]:
     """What './schedlab kunit' prints of the series' output: the per-pass table,
     the per-call table and the targets (nothing without 'swb-probes:' lines;
@@ -164,6 +213,9 @@ def report_lines(rows: List[ProbeRow], calls: List[Dict[str, str]]) -> List[str]
     if not table:
         return []
     out = [PROBES_HEADING, table]
+    rates = rate_table(rows)
+    if rates:
+        out += [RATES_HEADING, rates]
     calls_table = call_table(calls)
     if calls_table:
         out += [CALLS_HEADING, calls_table]

@@ -29,6 +29,9 @@ INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
                            tuple(probemod.PROBES), runs=1, seconds=3,
                            knobs=(("newidle_min_avg_idle_ns", "500000"),))
 INTEGRATION_TOPOLOGY = "smt4"
+# And under icount: the cost probe of should_we_balance() with its calibration.
+ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-100")),
+                                  ("swb-cost",), runs=1, seconds=2, accel="icount")
 
 
 def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOptions) -> int:
@@ -102,6 +105,33 @@ def measure_integration(tree, build: buildmod.BuildResult, opts: VmOptions) -> b
     return not problems
 
 
+def icount_integration(tree, build: buildmod.BuildResult, opts: VmOptions) -> bool:
+    """A short icount run: calibrated, 'one ns = one instruction' holding, and
+    should_we_balance() instructions per call at every level it ran at."""
+    plan = ICOUNT_INTEGRATION
+    runs = measuremod.measure_in_vm(tree, build, "patched", resmod.SCRATCH + "ci-icount", plan,
+                                    INTEGRATION_TOPOLOGY, None, opts.timeout)
+    problems = resmod.check_runs(runs, plan.probes)
+    for r in runs:
+        cal = r.calibration or {}
+        if "holds" not in cal.get("check", ""):
+            problems.append(f"{r.name()}: calibration: {cal.get('check', 'none')}")
+        if (r.setting.accel if r.setting else None) != "icount":
+            problems.append(f"{r.name()}: not measured under icount")
+        if not any(m.startswith("should_we_balance instructions per call, median (")
+                   for m in r.metrics):
+            problems.append(f"{r.name()}: no should_we_balance() instructions per call")
+    for p in problems:
+        say(f"  FAIL: {p}")
+    if not problems:
+        per = {m: round(v["value"]) for m, v in runs[0].metrics.items()
+               if "instructions per call, median" in m}
+        cal = runs[0].calibration or {}
+        say(f"  calibrated ({cal.get('overhead')} instructions of the probe's own; "
+            f"{cal.get('check')}); medians: {per}")
+    return not problems
+
+
 def lint() -> List[str]:
     """mypy over the package, shellcheck over the guest scripts: what failed."""
     failed = []
@@ -124,7 +154,8 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
     if not unit_only:
         checks += ["series check"] + [f"boot {t}" for t in topologies] + \
             [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
-                                                     "measure integration"]
+                                                     "measure integration",
+                                                     "icount integration"]
     try:
         with st.stage("setup"):
             deps.setup()
@@ -168,6 +199,9 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
                       f"{','.join(INTEGRATION.names())})"):
             if not measure_integration(tree, probe, opts):
                 failed.append("measure integration")
+        with st.stage(f"icount integration ({INTEGRATION_TOPOLOGY}, swb-cost)"):
+            if not icount_integration(tree, probe, opts):
+                failed.append("icount integration")
     finally:
         say(st.summary())
     passed = len(checks) - len(failed)
