@@ -22,14 +22,17 @@ COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arc
               "accel")
 
 
-def _names_rx(names) -> str:
-    return "^(" + "|".join(re.escape(n) for n in sorted(set(names))) + ")$"
+def _names_rx(names, per_domain=()) -> str:
+    alts = [re.escape(n) for n in sorted(set(names))]
+    alts += [re.escape(n) + r"( \(.+\))?" for n in sorted(set(per_domain))]
+    return "^(" + "|".join(alts) + ")$"
 
 
 # The rows 'ab' prints and the README quotes: the metrics the probe and
 # workload records mark as headline metrics.
-HEADLINE = _names_rx([m.name for m in probemod.catalogue() if m.headline]
-                     + [r for w in workmod.all_results() for r in w.results])
+HEADLINE = _names_rx([m.name for m in probemod.catalogue() if m.headline and not m.per_domain]
+                     + [r for w in workmod.all_results() for r in w.results],
+                     [m.name for m in probemod.catalogue() if m.headline and m.per_domain])
 
 
 def select(rs: List["Row"], pattern: Optional[str]) -> List["Row"]:

@@ -57,10 +57,16 @@ def parse_objdump(text: str) -> List[Tuple[int, str, str]]:
     return insns
 
 
-def path_lengths(insns: List[Tuple[int, str, str]]) -> List[int]:
-    """The instruction count of every path from entry to return, the return
-    (ret, or a jmp to the return thunk, which then runs its ret) included.
-    Conditional jumps fork; a function with a loop gives no answer ([])."""
+def path_lengths(insns: List[Tuple[int, str, str]], rethunk: bool = False) -> List[int]:
+    """The instruction count of every path the trampoline runs: from after the
+    `call __fentry__` (the trampoline enters there) to the return.  A jmp to
+    the return thunk is patched into a ret when the CPU needs no return thunk
+    (RETHUNK), else it runs the thunk's ret too.  Conditional jumps fork; a
+    function with a loop gives no answer ([])."""
+    skip = 0
+    while skip < len(insns) and (insns[skip][1] == "endbr64" or "__fentry__" in insns[skip][2]):
+        skip += 1
+    insns = insns[skip:]
     index = {a: i for i, (a, _, _) in enumerate(insns)}
     lengths: List[int] = []
 
@@ -77,7 +83,7 @@ def path_lengths(insns: List[Tuple[int, str, str]]) -> List[int]:
                 return
             if op.startswith("jmp"):
                 if "return_thunk" in arg:
-                    lengths.append(n + 1)
+                    lengths.append(n + 1 if rethunk else n)
                     return
                 if target and int(target.group(1), 16) in index:
                     i = index[int(target.group(1), 16)]
@@ -99,7 +105,7 @@ def path_lengths(insns: List[Tuple[int, str, str]]) -> List[int]:
 class Calibration:
     function: str
     paths: List[int]          # from the vmlinux
-    modes: List[int]          # the most frequent durations returning 0 and 1 (ns)
+    modes: List[int]          # the lowest frequent duration returning 0 and 1 (ns)
     calls: int
     overhead: Optional[float]
     check: str                # how close "one ns = one instruction" is
@@ -108,46 +114,54 @@ class Calibration:
         return asdict(self)
 
 
-def _mode(buckets: List[tuple]) -> Optional[int]:
-    best = max(((c, lo) for lo, hi, c in buckets if hi is not None and c), default=None)
-    return None if best is None else best[1]
+def peaks(buckets: List[tuple], share: float = 0.05) -> List[int]:
+    """The durations that hold at least SHARE of the calls, in order."""
+    n = sum(c for _, _, c in buckets)
+    return sorted(lo for lo, hi, c in buckets if hi is not None and n and c >= share * n)
 
 
 def calibrate(probe_out: str, paths: List[int], prefix: str = "cal") -> Optional[Calibration]:
     """The probe's overhead from the calibration run: idle_cpu()'s durations
-    (1 ns buckets) keyed by its return value.  It returns 1 only on its
-    longest path and, nearly always, 0 on its shortest (the CPU runs something
-    other than its idle task), so the most frequent durations of the two keys
-    are the overhead plus those paths."""
-    hists = parsers.bpftrace_keyed_hist(probe_out)
-    busy, idle = hists.get(f"{prefix}_lh[0]", []), hists.get(f"{prefix}_lh[1]", [])
-    m0, m1 = _mode(busy), _mode(idle)
-    if m0 is None:
+    keyed by its return value.  It returns 1 only on its longest path and 0
+    on its shortest when another task runs (and on the longest when a task
+    is queued on an idle CPU).  The probe's own instructions vary by one or
+    two with the calling context, so each key shows a cluster of peaks: the
+    lowest peak of each, less its path, is the overhead, and the two must
+    agree for "one ns = one instruction" to hold."""
+    hists = parsers.bpftrace_value_counts(probe_out, f"{prefix}_d")
+    p0, p1 = peaks(hists.get("0", [])), peaks(hists.get("1", []))
+    if not p0:
         return None
-    calls = sum(c for _, _, c in busy + idle)
-    modes = [m0] + ([m1] if m1 is not None else [])
-    overhead = float(m0 - paths[0]) if paths else None
-    if m1 is not None and len(paths) >= 2:
-        seen, want = m1 - m0, paths[-1] - paths[0]
-        # Each timestamp is the guest TSC (about 1 GHz) turned into ns: a
-        # difference of two of them is exact to +-1 ns.
-        check = (f"idle_cpu() returning 1 takes {seen} ns more than returning 0, its "
-                 f"longest path {want} instructions more than its shortest: "
-                 + ("one ns per instruction holds to the 1 ns the timestamps round to"
-                    if abs(seen - want) <= 1 else "they differ"))
+    calls = sum(c for key in ("0", "1") for _, _, c in hists.get(key, []))
+    modes = [p0[0]] + ([p1[0]] if p1 else [])
+    overhead = float(p0[0] - paths[0]) if paths else None
+    if p1 and len(paths) >= 2:
+        seen, want = p1[0] - p0[0], paths[-1] - paths[0]
+        check = (f"idle_cpu()'s lowest frequent duration returning 1 is {seen} ns above "
+                 f"returning 0, its longest path {want} instructions above its shortest: "
+                 + ("one ns per instruction holds" if seen == want else "THEY DIFFER")
+                 + f" (peaks returning 0: {p0}, returning 1: {p1})")
     else:
         check = "not checked (no call on one of the paths, or the paths unknown)"
     return Calibration(FUNCTION, paths, modes, calls, overhead, check)
 
 
-def write_paths(vmlinux: Path, folder: Path) -> None:
-    """The calibration function's path lengths, beside the raw outputs."""
+def write_insns(vmlinux: Path, folder: Path) -> None:
+    """The calibration function's instructions, beside the raw outputs (its
+    paths depend on the guest: whether it returns through a thunk)."""
     try:
-        paths = path_lengths(disassemble(vmlinux))
+        insns = disassemble(vmlinux)
     except (OSError, subprocess.CalledProcessError):
-        paths = []
-    (folder / "calibration-paths.json").write_text(json.dumps(
-        {"function": FUNCTION, "vmlinux": str(vmlinux), "paths": paths}) + "\n")
+        insns = []
+    (folder / "calibration-insns.json").write_text(json.dumps(
+        {"function": FUNCTION, "vmlinux": str(vmlinux), "insns": insns}) + "\n")
+
+
+def rethunk(retbleed: str) -> bool:
+    """Whether returns go through the return thunk, from the guest's
+    /sys/devices/system/cpu/vulnerabilities/retbleed."""
+    text = retbleed.strip()
+    return bool(text) and not text.startswith(("Not affected", "Vulnerable"))
 
 
 def read(raw: Path) -> Optional[Calibration]:
@@ -156,8 +170,10 @@ def read(raw: Path) -> Optional[Calibration]:
     if not out.is_file():
         return None
     try:
-        paths = json.loads((raw / "calibration-paths.json").read_text())["paths"]
+        insns = [tuple(i) for i in json.loads((raw / "calibration-insns.json").read_text())["insns"]]
     except (OSError, ValueError, KeyError):
-        paths = []
-    return calibrate(out.read_text(errors="replace"), paths)
+        insns = []
+    retbleed = raw / "retbleed.txt"
+    thunk = rethunk(retbleed.read_text()) if retbleed.is_file() else True
+    return calibrate(out.read_text(errors="replace"), path_lengths(insns, thunk))  # type: ignore[arg-type]
 

@@ -92,7 +92,7 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
     raw = _raw_dir(label)
     folder = planmod.write(plan, raw / "plan")
     if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
-        icount.write_paths(vmlinux, raw)
+        icount.write_insns(vmlinux, raw)
     est = estimate_seconds(plan)
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s), {plan.seconds}s per timed "
@@ -156,7 +156,7 @@ def measure_host(label: str, plan: Plan, setting: resmod.Setting, timeout: float
     folder = planmod.write(plan, raw / "plan")
     vmlinux = Path(f"/usr/lib/debug/boot/vmlinux-{os.uname().release}")
     if vmlinux.is_file() and (folder / "bt" / "calibrate.kfunc.bt").is_file():
-        icount.write_paths(vmlinux, raw)
+        icount.write_insns(vmlinux, raw)
     est = estimate_seconds(plan, accel="host")
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s) on this machine "

@@ -247,6 +247,20 @@ def bpftrace_keyed_hist(text: str) -> Dict[str, List[tuple]]:
     return {k: v for k, v in out.items() if v}
 
 
+_PAIR = re.compile(r"^@([A-Za-z_][A-Za-z0-9_]*)\[([^,\]]*),\s*(-?\d+)\]:\s+(\d+)\s*$")
+
+
+def bpftrace_value_counts(text: str, name: str, step: int = 1) -> Dict[str, List[tuple]]:
+    """A count map keyed by (key, value): @name[key, value]: count, as buckets
+    per key, [(value, value + step - 1, count)], sorted (the last print wins)."""
+    out: Dict[str, Dict[int, int]] = {}
+    for line in text.splitlines():
+        m = _PAIR.match(line.strip())
+        if m and m.group(1) == name:
+            out.setdefault(m.group(2).strip(), {})[int(m.group(3))] = int(m.group(4))
+    return {k: [(v, v + step - 1, c) for v, c in sorted(d.items())] for k, d in out.items()}
+
+
 def hist_median(buckets: List[tuple]) -> Optional[float]:
     """The median of a histogram, at the middle of its bucket (None if empty or
     in an open bucket)."""

@@ -41,6 +41,7 @@ class MetricSpec:
     sweep: str = ""             # the sweep table's column title
     plot: str = ""              # "count" or "time": a bar of the plots
     rank: int = 0               # the order of the bars in a plot
+    per_domain: bool = False    # also "NAME (DOMAIN)", one per sched domain
     expected: bool = False      # every complete run of the probe has it
 
 
@@ -179,18 +180,15 @@ for _t in parsers.IDLE_TYPES:
                     MetricSpec(f"sched_balance_rq {_t} mean time", "ns",
                                plot="time" if _t == "newidle" else "", rank=2))
 
-# Under icount: a call longer than this many instructions straddled a vCPU switch.
-STRADDLE = 1_000_000
-
-
 def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]], top: int,
-               key_out: str = "") -> Probe:
+               step: int = 1, nargs: int = 1, key_out: str = "") -> Probe:
     """Instructions per call of FUNC by sched domain (guest/bt/cost.bt; SD is the
     domain's expression at entry per attach method, None for a function without):
-    meant for --accel icount, where the guest clock counts instructions."""
+    meant for --accel icount, where the guest clock counts instructions.  Calls
+    up to TOP go into STEP-wide buckets; NARGS: the trampoline restores that
+    many arguments inside the window (one instruction each)."""
     def parse(p: Parsed) -> None:
-        _cost(p, func, prefix)
-    step = max(1, top // 1000)
+        _cost(p, func, prefix, nargs, step)
     lv = f"@{prefix}_lv[cpu]"
     kf, kp = sd or ("", "")
     key = (f"{kf}->level", f"{kp}->level") if sd else ("0", "0")
@@ -198,53 +196,63 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
              f"@{prefix}_name[$k] = str({kp}->name);") if sd else ("", "")
     params = (("%FUNC%", func, func), ("%P%", prefix, prefix), ("%KEY%", *key),
               ("%NAME%", *store), ("%KEY_OUT%", key_out or lv, key_out or lv),
-              ("%LONG%", str(STRADDLE), str(STRADDLE)), ("%TOP%", str(top), str(top)),
-              ("%STEP%", str(step), str(step)))
+              ("%TOP%", str(top), str(top)), ("%STEP%", str(step), str(step)))
+    over = f"{func} calls over {top} instructions (interrupted or straddling a vCPU switch)"
     return Probe(name, f"{func}(): instructions per call by sched domain (with --accel "
                  "icount)", (func,),
-                 tuple(f"{prefix}_{m}" for m in ("calls", "long", "n", "sum", "lh")
+                 tuple(f"{prefix}_{m}" for m in ("calls", "long", "n", "d")
                        + (("name",) if sd else ())),
-                 (MetricSpec(f"{func} instructions per call", "instructions"),), parse,
+                 (MetricSpec(f"{func} instructions per call, median", "instructions",
+                             headline=True, per_domain=True),
+                  MetricSpec(f"{func} instructions per call, mean", "instructions",
+                             headline=True, per_domain=True),
+                  MetricSpec(over, "calls", headline=True, per_domain=True)), parse,
                  "cost", params)
 
 
-def _cost(p: Parsed, func: str, prefix: str) -> None:
-    """Per sched domain: instructions per call (mean and median of the calls
-    that did not straddle a vCPU switch, less the probe's own), calls,
-    straddlers."""
-    hists = parsers.bpftrace_keyed_hist(p.probe_out)
+def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int) -> None:
+    """Per sched domain, over the calls up to the histogram's top: the median
+    and the mean instructions per call, less the probe's own (the calibrated
+    overhead, plus one per argument beyond the calibration function's one);
+    the calls, those over the top, and those lost to nesting."""
+    hists = parsers.bpftrace_value_counts(p.probe_out, f"{prefix}_d", step)
     names = parsers.bpftrace_string_maps(p.probe_out).get(f"{prefix}_name", {})
     keys = sorted((k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")),
                   key=int)
-    over = p.overhead or 0.0
+    if p.overhead is None:
+        p.problems.append(f"{func}: no calibrated overhead: instructions per call not given")
+    over = (p.overhead or 0.0) + (nargs - 1)
     for key in keys:
         tag = f" ({names.get(key, 'level ' + key)})" if names else ""
-        n, total = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_sum[{key}]", 0.0)
-        p.metrics[f"{func} calls{tag}"] = Metric(p.maps[f"{prefix}_calls[{key}]"], "calls",
-                                                  "count", False)
-        p.metrics[f"{func} calls straddling a vCPU switch{tag}"] = Metric(
-            p.maps.get(f"{prefix}_long[{key}]", 0.0), "calls", "count", False)
-        if not n:
+        calls = p.maps[f"{prefix}_calls[{key}]"]
+        n, long_ = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_long[{key}]", 0.0)
+        buckets = hists.get(key, [])
+        top = next(m.name for m in PROBES_BY_FUNC[func].metrics if " calls over " in m.name)
+        p.metrics[f"{func} calls{tag}"] = Metric(calls, "calls", "count", False)
+        p.metrics[top + tag] = Metric(long_, "calls", "count", False)
+        p.metrics[f"{func} calls lost to nesting{tag}"] = Metric(calls - n - long_, "calls",
+                                                                   "count", False)
+        median = parsers.hist_median(buckets)
+        if not n or median is None or p.overhead is None:
             continue
-        p.metrics[f"{func} instructions per call{tag}"] = Metric(
-            total / n - over, "instructions", "count", False)
-        median = parsers.hist_median(hists.get(f"{prefix}_lh[{key}]", []))
-        if median is not None:
-            p.metrics[f"{func} instructions per call, median{tag}"] = Metric(
-                median - over, "instructions", "count", False)
+        p.metrics[f"{func} instructions per call, median{tag}"] = Metric(
+            median - over, "instructions", "count", False)
+        p.metrics[f"{func} instructions per call, mean{tag}"] = Metric(
+            parsers.hist_mean(buckets) - over, "instructions", "count", False)
 
 
 COST_PROBES = (
     cost_probe("swb-cost", "should_we_balance", "swbc",
-               ("args->env->sd", "((struct lb_env *)arg0)->sd"), 20000),
+               ("args->env->sd", "((struct lb_env *)arg0)->sd"), 6000),
     cost_probe("lb-cost", "sched_balance_rq", "lbc",
-               ("args->sd", "((struct sched_domain *)arg2)"), 400000),
-    cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 20000),
+               ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5),
+    cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 6000, nargs=3),
 )
 # The calibration: the same program on idle_cpu(), keyed by what it returns
 # (1 only on its longest path), attached alone for a few seconds before the
 # runs (guest/run-plan.sh, icount.py).
 CALIBRATION = cost_probe("calibrate", "idle_cpu", "cal", None, 2000, key_out="retval")
+PROBES_BY_FUNC = {p.functions[0]: p for p in (*COST_PROBES, CALIBRATION)}
 
 PROBES: Dict[str, Probe] = {p.name: p for p in (
     Probe("swb", "should_we_balance(): calls, the idle_cpu() probes made inside it, time",

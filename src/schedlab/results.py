@@ -236,9 +236,18 @@ def _parse_in_plan(raw: Path, w: workmod.Workload, index: int, probes_used: Sequ
                     overhead=cal.overhead if cal else None)
     if cal:
         run.calibration = cal.to_json()
+        bad = set()
         if cal.overhead is None:
-            run.problems = sorted(set(run.problems) | {"the cost probes' calibration "
-                                                       "found no overhead"})
+            bad.add("the cost probes' calibration found no overhead")
+        if "holds" not in cal.check:
+            bad.add(f"calibration: {cal.check}")
+        clock = _read(raw, "clocksource.txt").strip()
+        if clock != "tsc":
+            # HPET and the ACPI timer tick in steps of many instructions.
+            bad.add(f"the guest's clocksource is {clock or '?'}, not tsc: no instruction "
+                    "counts")
+        if bad:
+            run.problems = sorted(set(run.problems) | bad)
             run.complete = False
     knob_error = _read(raw, "knob-error.txt").strip()
     if knob_error:

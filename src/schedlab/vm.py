@@ -53,7 +53,11 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
     args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
             "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
     if icount:
-        args += ["--disable-kvm", f"--qemu-opts=-accel tcg,thread=single {ICOUNT_OPTS}"]
+        # Every vCPU reads the one virtual clock: the TSCs are in sync, and
+        # without tsc=reliable a large guest marks them unstable and falls
+        # back to HPET, whose 10 ns steps count no single instruction.
+        args += ["--disable-kvm", f"--qemu-opts=-accel tcg,thread=single {ICOUNT_OPTS}",
+                 "--append", "tsc=reliable"]
     elif not kvm:
         args.append("--disable-kvm")
         if tcg_single:

@@ -49,6 +49,8 @@ trap 'echo interrupted > "$OUT/interrupted.txt"; exit 130' INT TERM
 cd /tmp || exit 1
 NCPU=$(nproc)
 export NCPU SECS
+# The cost probes' 1-instruction buckets need more map entries than the default 4096.
+export BPFTRACE_MAP_KEYS_MAX=65536
 sysctl -q kernel.sched_schedstats=1 2>/dev/null
 
 # Knobs: each written before the plan, checked to read back, restored on exit.
@@ -81,6 +83,8 @@ uname -r > "$OUT/uname.txt"
 # For telling boots apart afterwards (under TCG the clocksource can differ).
 dmesg > "$OUT/dmesg.txt" 2>/dev/null
 cat /sys/devices/system/clocksource/clocksource0/current_clocksource > "$OUT/clocksource.txt" 2>/dev/null
+# Whether returns go through a thunk (the calibration's path lengths).
+cat /sys/devices/system/cpu/vulnerabilities/retbleed > "$OUT/retbleed.txt" 2>/dev/null
 {
 	bpftrace --version
 	stress-ng --version
