@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import parsers
+from schedlab import probes as probemod
 from schedlab import plan as planmod
 from schedlab import results as resmod
 from schedlab import workloads as workmod
@@ -131,3 +132,14 @@ def test_guest_scripts_pass_shellcheck():
     scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
     assert len(scripts) >= 4
     assert subprocess.run(["shellcheck", *scripts]).returncode == 0
+
+
+def test_every_plan_measures_a_cost_probe_alone():
+    # The invariant holds for plans built in code too (the test command's).
+    from schedlab import pipeline
+    for plan in (pipeline.INTEGRATION, pipeline.ICOUNT_INTEGRATION):
+        cost = [p for p in plan.probes if probemod.PROBES[p].program == "cost"]
+        assert not cost or len(plan.probes) == 1
+    with pytest.raises(LabError):
+        planmod.Plan(pipeline.INTEGRATION.workloads, ("swb", "swb-cost"))
+    assert "swb" in pipeline.INTEGRATION.probes and "latency" in pipeline.INTEGRATION.probes

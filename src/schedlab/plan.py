@@ -51,6 +51,21 @@ class Plan:
     knobs: Tuple[Tuple[str, str], ...] = ()
     accel: str = "auto"     # "icount": the guest clock counts instructions (vm.py)
 
+    def __post_init__(self) -> None:
+        if self.runs < 1 or self.seconds < 1:
+            raise LabError(f"--runs and --seconds must be 1 or more (not {self.runs}, "
+                           f"{self.seconds})")
+        for p in self.probes:
+            if p not in probemod.PROBES:
+                raise LabError(f"unknown probe {p!r}")
+        cost = [p for p in self.probes if probemod.PROBES[p].program == "cost"]
+        if cost and len(self.probes) > 1:
+            # Every other probe's instructions would be counted as the
+            # function's (the swb probe hooks idle_cpu(), sched_balance_rq()
+            # calls should_we_balance()).
+            raise LabError(f"--probe {','.join(self.probes)}: a cost probe ({cost[0]}) is "
+                           "measured alone; run one plan per cost probe")
+
     @property
     def limit(self) -> int:
         """The time limit of one workload run."""
@@ -86,16 +101,7 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               attach: str = "auto", latency_tool: str = "auto",
               knobs: Optional[Dict[str, str]] = None, accel: str = "auto") -> Plan:
     """A plan from the command line's comma-separated lists."""
-    if runs < 1 or seconds < 1:
-        raise LabError(f"--runs and --seconds must be 1 or more (not {runs}, {seconds})")
     names = tuple(probemod.probe_names(probes))
-    cost = [p for p in names if probemod.PROBES[p].program == "cost"]
-    if cost and len(names) > 1:
-        # Every other probe's instructions would be counted as the function's
-        # (the swb probe hooks idle_cpu(), sched_balance_rq() calls
-        # should_we_balance()).
-        raise LabError(f"--probe {','.join(names)}: a cost probe ({cost[0]}) is measured "
-                       "alone; run one plan per cost probe")
     return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
                 attach, latency_tool, tuple((knobs or {}).items()), accel)
 
