@@ -26,6 +26,7 @@ def test_every_command_has_help(capsys):
     ["measure", "--label", "x", "--append", "quiet"],
     ["ab", "--no-check"],
     ["compare", "a", "b", "--kernel", "/k"],
+    ["compare", "a", "b", "--headline", "--only", "x"],   # one would silently win
     ["selftest", "--verbose"],
     ["presets", "--variant", "base"],
 ])

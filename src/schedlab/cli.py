@@ -23,9 +23,11 @@ from . import build as buildmod
 from . import compare as comparemod
 from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_cmd
 from . import measure as measuremod
+from . import peer_tests as peermod
 from . import plan as planmod
 from . import probes as probemod
 from . import results as resmod
+from . import soak as soakmod
 from . import topology as topomod
 from . import vm
 from . import workloads as workmod
@@ -263,6 +265,58 @@ def add_selftest(sub: Sub) -> None:
     add_vm_opts(s, check=False)
 
 
+def debug_command(sub: Sub, name: str, fn: Callable[[argparse.Namespace], int],
+                  text: str) -> argparse._ArgumentGroup:
+    """A command that boots the debug kernel: tree options, and --no-build in
+    its own group, which the caller fills."""
+    s = _command(sub, name, fn, text)
+    add_tree_opts(s)
+    g = s.add_argument_group(name.replace("-", " "))
+    g.add_argument("--no-build", action="store_true",
+                   help="boot the debug kernel already built, without an incremental build")
+    return g
+
+
+def cmd_soak(args: argparse.Namespace) -> int:
+    return 0 if soakmod.run_for(args.topology, args.minutes, args.variant, tree_spec(args),
+                                args.no_build, args.append, args.save) else 1
+
+
+def add_soak(sub: Sub) -> None:
+    g = debug_command(sub, "soak", cmd_soak, "the debug kernel under load, CPU hotplug, "
+                      "cgroup churn, cpuset partitions and feature flips; fails on a splat "
+                      "base does not show, a failed or hung workload, or a fault count below "
+                      "its floor")
+    g.add_argument("--topology", "-t", default="smt4-numa", help="preset or SxCxT[:numa]")
+    g.add_argument("--minutes", type=float, default=30)
+    g.add_argument("--variant", default="patched", choices=["base", "patched"])
+    g.add_argument("--append", action="append", default=[], metavar="ARG",
+                   help="extra kernel argument (repeatable), e.g. relax_domain_level=1")
+    g.add_argument("--save", action="store_true",
+                   help="keep the summary in results/soak/VARIANT-TOPOLOGY.json (a base "
+                        "soak kept there is what a clean checkout compares splats with)")
+
+
+def cmd_peer_tests(args: argparse.Namespace) -> int:
+    variants = [args.variant] if args.variant else ["base", "patched"]
+    return 0 if peermod.run_peer_tests(tree_spec(args), variants, args.no_build,
+                                       args.timeout, args.save) else 1
+
+
+def add_peer_tests(sub: Sub) -> None:
+    g = debug_command(sub, "peer-tests", cmd_peer_tests, "the kernel's own KUnit suites "
+                      "(KUNIT_ALL_TESTS) and sched/cgroup selftests on base and patched, side "
+                      "by side; fails on a test that passes on base and not on patched")
+    g.add_argument("--variant", choices=["base", "patched"],
+                   help="only this one, compared with the newest run of the other "
+                        "(default: both)")
+    g.add_argument("--timeout", type=float, default=5400, metavar="SECS",
+                   help="for each of the two boots")
+    g.add_argument("--save", action="store_true",
+                   help="keep the results in results/peer-tests/VARIANT.json (the "
+                        "committed pass set a run without the other variant compares with)")
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
     if args.vm and args.host:
         raise LabError("measure: --vm or --host, not both")
@@ -329,9 +383,10 @@ def add_compare(sub: Sub) -> None:
     s.add_argument("--plots", type=Path, metavar="DIR",
                    help="where the PNG plots go (default results/A-vs-B-plots)")
     s.add_argument("--no-plots", action="store_true")
-    s.add_argument("--only", metavar="REGEX", help="only the metrics matching REGEX")
-    s.add_argument("--headline", action="store_true",
-                   help="only the headline metrics (the rows 'ab' prints)")
+    pick = s.add_mutually_exclusive_group()
+    pick.add_argument("--only", metavar="REGEX", help="only the metrics matching REGEX")
+    pick.add_argument("--headline", action="store_true",
+                      help="only the headline metrics (the rows 'ab' prints)")
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
@@ -421,6 +476,8 @@ def make_parser() -> argparse.ArgumentParser:
     add_vm(sub)
     add_kunit(sub)
     add_selftest(sub)
+    add_soak(sub)
+    add_peer_tests(sub)
     add_measure(sub)
     add_compare(sub)
     add_reparse(sub)

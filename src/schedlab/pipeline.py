@@ -10,9 +10,11 @@ from typing import List, Optional
 from . import build as buildmod
 from . import deps, kselftest, kunit, kunit_tool, series, series_check
 from . import measure as measuremod
+from . import peer_tests as peermod
 from . import plan as planmod
 from . import probes as probemod
 from . import results as resmod
+from . import soak as soakmod
 from . import topology as topomod
 from . import vm
 from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
@@ -31,6 +33,8 @@ INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
                                  if p.program != "cost"), runs=1, seconds=3,
                            knobs=(("newidle_min_avg_idle_ns", "500000"),))
 INTEGRATION_TOPOLOGY = "smt4"
+# The short soak of the test command (the floors scale with its length).
+SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
 # And under icount: the cost probe of should_we_balance() with its calibration.
 ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-100")),
                                   ("swb-cost",), runs=1, seconds=2, accel="icount")
@@ -157,7 +161,8 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         checks += ["series check"] + [f"boot {t}" for t in topologies] + \
             [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
                                                      "measure integration",
-                                                     "icount integration"]
+                                                     "icount integration", "soak",
+                                                     "peer tests"]
     try:
         with st.stage("setup"):
             deps.setup()
@@ -204,6 +209,15 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         with st.stage(f"icount integration ({INTEGRATION_TOPOLOGY}, swb-cost)"):
             if not icount_integration(tree, probe, opts):
                 failed.append("icount integration")
+        with st.stage("build patched/debug"):
+            built(tree, BuildSpec("patched", "debug"))
+        with st.stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)"):
+            if not soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", tree_spec,
+                                   no_build=True):
+                failed.append("soak")
+        with st.stage("peer tests (patched, against the kept base results)"):
+            if not peermod.run_peer_tests(tree_spec, ["patched"], no_build=True):
+                failed.append("peer tests")
     finally:
         say(st.summary())
     passed = len(checks) - len(failed)

@@ -1,0 +1,240 @@
+#!/bin/bash
+# The soak (soak.py): load, CPU hotplug, cgroup churn, cpuset partitions and
+# scheduler switch flips, all at once for SECS seconds, on a debug kernel.
+# Usage: soak.sh OUT SECS
+# Writes into OUT:
+#   count.NAME      one line per fault injected (hotplug, cgroup, partition, flip)
+#   work.NAME       one exit status per workload round (hackbench, stress,
+#                   fanout); 124 is a round that hit its time limit (hung)
+#   log.txt         what each loop did that failed, for the summary
+#   dmesg.txt       the kernel log at the end; status.txt: 0 once done
+set -u
+out=${1:?usage: soak.sh OUT SECS}
+secs=${2:?usage: soak.sh OUT SECS}
+cgr=/sys/fs/cgroup
+feat=/sys/kernel/debug/sched/features
+knob=/sys/kernel/debug/sched/newidle_min_avg_idle_ns
+end=$(( EPOCHSECONDS + secs ))
+ncpu=$(nproc --all)
+round_limit=600		# a workload round longer than this is hung
+mkdir -p "$out"
+: > "$out/log.txt"
+
+# The loops run in a guest whose every CPU is busy: they use shell
+# builtins where they can ($EPOCHSECONDS, read) rather than forks, and the
+# fault injectors run at a higher priority than the load, so that the
+# faults keep coming at a rate the floors of soak.py can ask for.
+log() { echo "[$EPOCHSECONDS] $*" >> "$out/log.txt"; }
+count() { echo "$2" >> "$out/count.$1"; }
+alive() { [ "$EPOCHSECONDS" -lt "$end" ]; }
+nap() { sleep "0.$(( RANDOM % 5 ))"; }
+pause() { sleep "$(( $1 + RANDOM % 4 ))"; }
+usec() { printf -v "$1" %s "${EPOCHREALTIME/./}"; }	# usec VAR: now, in µs
+urgent() { renice -n -10 -p "$BASHPID" > /dev/null; }
+val() { local v; read -r v < "$1" && echo "$v"; }
+
+mountpoint -q "$cgr" || mount -t cgroup2 none "$cgr"
+mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+echo "+cpu +cpuset" > "$cgr/cgroup.subtree_control"
+cd /tmp || exit 1
+log "soak: $secs s on $ncpu CPUs, $(uname -r)"
+
+# --- load ------------------------------------------------------------------
+# Each loop runs rounds until the window closes; every round's status is
+# kept. The fan-out runs perf's hackbench in a group three levels deep.
+workload() {
+	local name=$1 rc; shift
+	while alive; do
+		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1
+		rc=$?
+		echo $rc >> "$out/work.$name"
+		[ $rc = 0 ] || log "$name: exit status $rc: $(tail -c 300 "$out/out.$name")"
+	done
+}
+
+fanout() {
+	local g=$cgr/soak-load/a/b
+	mkdir -p "$g"
+	echo +cpu > "$cgr/soak-load/cgroup.subtree_control"
+	echo +cpu > "$cgr/soak-load/a/cgroup.subtree_control"
+	echo "$BASHPID" > "$g/cgroup.procs"
+	workload fanout perf bench sched messaging -g 1 -l 10
+}
+
+# --- CPU hotplug -----------------------------------------------------------
+# A random CPU other than CPU 0 goes offline and online again; never the
+# last online CPU of its node. A cycle holds the hotplug lock for seconds
+# under TCG; the pause between cycles lets the cgroup and cpuset writers,
+# which wait for that lock, make progress too.
+cpus_of() {	# the CPU numbers of a list such as 0-3,8
+	local part
+	for part in ${1//,/ }; do
+		if [ "${part#*-}" != "$part" ]; then seq "${part%-*}" "${part#*-}"
+		else echo "$part"; fi
+	done
+}
+
+declare -A node_of
+for n in /sys/devices/system/node/node[0-9]*; do
+	for c in $(cpus_of "$(val "$n/cpulist")"); do node_of[$c]=${n##*node}; done
+done
+
+online() { local v=1; [ -e "$1" ] && read -r v < "$1"; [ "$v" = 1 ]; }
+
+last_of_node() {	# is CPU $1 the only online CPU of its node?
+	local c
+	for c in "${!node_of[@]}"; do
+		[ "$c" != "$1" ] && [ "${node_of[$c]}" = "${node_of[$1]}" ] &&
+			online "/sys/devices/system/cpu/cpu$c/online" && return 1
+	done
+	return 0
+}
+
+hotplug() {
+	local cpu f
+	urgent
+	while alive; do
+		cpu=$(( 1 + RANDOM % (ncpu - 1) ))
+		f=/sys/devices/system/cpu/cpu$cpu/online
+		if online "$f" && ! last_of_node "$cpu"; then
+			if echo 0 > "$f" 2>/dev/null; then
+				nap
+				if echo 1 > "$f"; then count hotplug "$cpu"
+				else log "hotplug: cpu$cpu did not come back online"; fi
+			else
+				log "hotplug: cpu$cpu: offline refused"
+			fi
+			pause 6
+		fi
+	done
+	for f in /sys/devices/system/cpu/cpu*/online; do echo 1 > "$f" 2>/dev/null; done
+}
+
+# --- cgroup churn ----------------------------------------------------------
+# A group (sometimes with a child) with random cpu.weight, cpu.max and
+# cpu.idle; a busy task moved in and out; the group removed. A step that
+# takes over 5 s is logged with its time (a hint, not a failure).
+cgroups() {
+	local i=0 g leaf pid t0
+	step() {	# step NAME: log NAME if it took long since the last step
+		local t; usec t
+		(( 10#$t - 10#$t0 > 5000000 )) &&
+			log "cgroup: $1 took $(( (10#$t - 10#$t0) / 1000 )) ms"
+		t0=$t
+	}
+	urgent
+	mkdir -p "$cgr/soak-cg"
+	echo +cpu > "$cgr/soak-cg/cgroup.subtree_control"
+	while alive; do
+		i=$(( i + 1 ))
+		g=$cgr/soak-cg/g$i
+		usec t0
+		mkdir "$g" || { log "cgroup: mkdir $g failed"; sleep 1; continue; }
+		step mkdir
+		leaf=$g
+		if (( RANDOM % 2 )); then
+			echo +cpu > "$g/cgroup.subtree_control"
+			mkdir "$g/c" && leaf=$g/c
+		fi
+		echo $(( 1 + RANDOM % 10000 )) > "$leaf/cpu.weight"
+		if (( RANDOM % 2 )); then
+			echo "$(( 1000 + RANDOM % 99000 )) 100000" > "$leaf/cpu.max"
+		else
+			echo "max 100000" > "$leaf/cpu.max"
+		fi
+		echo $(( RANDOM % 2 )) > "$leaf/cpu.idle"
+		step "cpu.weight/max/idle"
+		(while :; do :; done) &
+		pid=$!
+		echo "$pid" > "$leaf/cgroup.procs"
+		step "move in"
+		nap
+		echo $(( RANDOM % 2 )) > "$leaf/cpu.idle"
+		usec t0
+		echo "$pid" > "$cgr/cgroup.procs"
+		step "move out"
+		kill "$pid"; wait "$pid" 2>/dev/null
+		[ "$leaf" = "$g" ] || rmdir "$leaf"
+		if rmdir "$g"; then count cgroup "$i"; else log "cgroup: rmdir $g failed"; fi
+		step rmdir
+	done
+}
+
+# --- sched-domain rebuilds -------------------------------------------------
+# A cpuset partition over a random run of online CPUs (never CPU 0), made a
+# root or an isolated partition, then a member again, then removed: each
+# change that the kernel accepts as valid rebuilds the sched domains.
+partitions() {
+	local p=$cgr/soak-part first n cpus kind state
+	urgent
+	while alive; do
+		mkdir -p "$p"
+		n=$(( 1 + RANDOM % (ncpu / 2) ))
+		first=$(( 1 + RANDOM % (ncpu - n) ))
+		cpus=$first-$(( first + n - 1 ))
+		kind=root
+		(( RANDOM % 3 )) || kind=isolated
+		if echo "$cpus" > "$p/cpuset.cpus" &&
+		   { [ ! -e "$p/cpuset.cpus.exclusive" ] ||
+		     echo "$cpus" > "$p/cpuset.cpus.exclusive"; } &&
+		   echo "$kind" > "$p/cpuset.cpus.partition"; then
+			state=$(val "$p/cpuset.cpus.partition")
+			if [ "$state" = "$kind" ]; then count partition "$kind $cpus"
+			else log "partition: $kind $cpus: $state"; fi
+			sleep 1
+			echo member > "$p/cpuset.cpus.partition" && count partition "member $cpus"
+		else
+			log "partition: $kind $cpus refused"
+		fi
+		rmdir "$p" || log "partition: rmdir failed"
+		pause 3
+	done
+}
+
+# --- switches --------------------------------------------------------------
+# Scheduler features both kernels have, and the series' debugfs knob
+# through its range (ending with a value it must refuse), each restored.
+FEATURES="NI_RANDOM NEXT_BUDDY CACHE_HOT_BUDDY SIS_UTIL LB_MIN TTWU_QUEUE WA_BIAS UTIL_EST"
+flips() {
+	local f on knob_values v
+	knob_values="0 100000 250000 500000 1000000 never 0"
+	urgent
+	while alive; do
+		for f in $FEATURES; do
+			grep -qw "NO_$f" "$feat" && on=NO_ || on=
+			if echo "NO_$f" > "$feat" && echo "$f" > "$feat"; then count flip "$f"
+			else log "flip: $f refused"; fi
+			echo "${on}$f" > "$feat"
+			sleep 1
+		done
+		if [ -e "$knob" ]; then
+			for v in $knob_values; do
+				if echo "$v" > "$knob"; then count flip "knob $v"
+				else log "flip: knob $v refused"; fi
+				sleep 1
+			done
+			if echo 2000000000 > "$knob" 2>/dev/null; then
+				log "flip: knob accepted 2000000000, beyond its range"
+			fi
+		fi
+	done
+}
+
+# The load keeps every CPU partly busy, not saturated: one host thread runs
+# all vCPUs, and a saturated debug guest takes tens of seconds per cgroup
+# or hotplug operation.
+workload hackbench perf bench sched messaging -g 1 -l 10 &
+workload stress-mixed stress-ng --cpu "$(( ncpu / 2 ))" --cpu-load 60 --cpu-load-slice 10 \
+	--timeout 20s &
+workload stress-light stress-ng --cpu "$(( ncpu / 4 + 1 ))" --cpu-load 20 --timeout 15s &
+fanout &
+hotplug &
+cgroups &
+partitions &
+flips &
+wait
+
+rmdir "$cgr"/soak-load/a/b "$cgr"/soak-load/a "$cgr"/soak-load "$cgr"/soak-cg \
+	"$cgr"/soak-part 2>/dev/null
+dmesg > "$out/dmesg.txt"
+echo 0 > "$out/status.txt"

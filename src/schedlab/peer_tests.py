@@ -1,0 +1,200 @@
+"""The kernel's own scheduler and cgroup tests on base and on patched.
+
+Both variants run the `debug` kernel (configs/debug.config), which builds
+every KUnit suite its options allow (KUNIT_ALL_TESTS) and has what the
+selftests need (SCHED_CORE for cs_prctl_test, CFS_BANDWIDTH and cpuset v2
+for the cgroup tests):
+
+- KUnit: one boot with kunit.enable=1 runs every built-in suite; the
+  tree's kunit.py parses the console (kunit.py in this package);
+- kselftests: tools/testing/selftests/sched (every program the variant's
+  commit has) and tools/testing/selftests/cgroup test_cpu and test_cpuset,
+  built from the checked-out tree, run in one VM boot (guest/peer-selftests.sh).
+
+Each variant's results are kept under work/peer-tests/; the report puts
+them side by side with the newest run of the other variant.  A test that
+passes on base and does not pass on patched is an error; a test that fails
+on both is listed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from . import kunit as kunitmod
+from . import series, source, vm
+from . import topology as topomod
+from .spec import BuildSpec, TreeSpec, built
+from .util import LabError, package_file, repo_dir, run, say, work_dir
+
+TOPOLOGY = "smt4"
+CGROUP_TESTS = ("test_cpu", "test_cpuset")
+# A test's status: PASS, FAIL, SKIP, or MISSING (not in this variant's run).
+PASS, FAIL, SKIP, MISSING = "PASS", "FAIL", "SKIP", "MISSING"
+KSFT_SKIP = 4
+_TAP = re.compile(r"^(not ok|ok) \d+ (?:- )?(.*?)(?:\s+#\s*(SKIP|skip).*)?$")
+
+
+@dataclass
+class PeerResult:
+    variant: str
+    release: str = ""
+    kunit: Dict[str, str] = field(default_factory=dict)       # suite.case[.param] -> status
+    selftests: Dict[str, str] = field(default_factory=dict)   # program[.case] -> status
+    problems: List[str] = field(default_factory=list)
+    out: str = ""
+
+    def all(self) -> Dict[str, str]:
+        return {**{f"kunit: {k}": v for k, v in self.kunit.items()},
+                **{f"kselftest: {k}": v for k, v in self.selftests.items()}}
+
+
+def kunit_status(status: str) -> str:
+    return {"PASS": PASS, "SKIP": SKIP}.get(status, FAIL)
+
+
+def selftest_results(name: str, output: str, status: str) -> Dict[str, str]:
+    """A program's result, and its TAP cases' when it prints TAP: a program
+    passes when it exits 0, skips on KSFT_SKIP (4)."""
+    out: Dict[str, str] = {}
+    for line in output.splitlines():
+        m = _TAP.match(line.strip())
+        if m:
+            out[f"{name}.{m.group(2)}"] = SKIP if m.group(3) else (
+                PASS if m.group(1) == "ok" else FAIL)
+    out[name] = PASS if status == "0" else SKIP if status == str(KSFT_SKIP) else FAIL
+    return out
+
+
+def _has_file(tree: source.Tree, commit: str, path: str) -> bool:
+    return subprocess.run(["git", "-C", str(tree.path), "cat-file", "-e", f"{commit}:{path}"],
+                          capture_output=True).returncode == 0
+
+
+def build_selftests(tree: source.Tree, commit: str) -> List[Path]:
+    """The programs to run: sched's selftests that COMMIT has, and the cgroup
+    ones, built from the checked-out tree into work/peer-tests/bin/."""
+    out = work_dir() / "peer-tests" / "bin"
+    progs: List[Path] = []
+    sched = tree.path / "tools/testing/selftests/sched"
+    for c in sorted(sched.glob("*.c")):
+        if _has_file(tree, commit, f"tools/testing/selftests/sched/{c.name}"):
+            progs.append(out / "sched" / c.stem)
+    progs += [out / "cgroup" / t for t in CGROUP_TESTS]
+    for suite in ("sched", "cgroup"):
+        targets = [str(p) for p in progs if p.parent.name == suite]
+        (out / suite).mkdir(parents=True, exist_ok=True)
+        proc = run(["make", "-C", str(tree.path / "tools/testing/selftests" / suite),
+                    f"OUTPUT={out / suite}", *targets], capture=True, check=False)
+        if proc.returncode != 0:
+            raise LabError(f"building the {suite} selftests failed:\n"
+                           + proc.stdout[-2000:] + proc.stderr[-2000:])
+    return progs
+
+
+def run_variant(tree: source.Tree, variant: str, no_build: bool = False,
+                timeout: float = 5400) -> PeerResult:
+    commit = series.ensure_variant(tree, variant, False)
+    kernel = built(tree, BuildSpec(variant, "debug", None, False, no_build))
+    out = work_dir() / "peer-tests" / f"{variant}-{time.strftime('%Y%m%dT%H%M%S')}"
+    out.mkdir(parents=True)
+    res = PeerResult(variant, out=str(out))
+    topo = topomod.parse_topology(TOPOLOGY)
+
+    say(f"  KUnit: every suite of the debug config ({variant}) on {TOPOLOGY}")
+    k = kunitmod.run_kunit(tree.path, kernel.image, topo, None, timeout=timeout,
+                           memory_mib=4096)
+    res.kunit = {name: kunit_status(s) for name, s in k.results}
+    say(f"  KUnit: {k.passed} passed, {k.failed} failed, {k.skipped} skipped in "
+        f"{k.seconds:.0f}s (console: {k.log})")
+    if not res.kunit:
+        res.problems.append(f"KUnit: no test ran (console: {k.log})")
+
+    progs = build_selftests(tree, commit)
+    say(f"  kselftests: {', '.join(p.parent.name + '/' + p.name for p in progs)}")
+    cmd = " ".join([f"bash {package_file('guest/peer-selftests.sh')}", str(out),
+                    *map(str, progs), f"; uname -r > {out}/release.txt"])
+    try:
+        vm.boot(kernel.image, topo, cmd, memory_mib=4096, timeout=timeout,
+                rwdirs=[out], tcg_single=True)
+    except LabError as exc:
+        res.problems.append(str(exc))
+    for p in progs:
+        name = f"{p.parent.name}.{p.name}"
+        txt, st = out / f"{name}.txt", out / f"{name}.status"
+        status = st.read_text().strip() if st.is_file() else ""
+        res.selftests.update(selftest_results(
+            name, txt.read_text(errors="replace") if txt.is_file() else "", status))
+    rel = out / "release.txt"
+    res.release = rel.read_text().strip() if rel.is_file() else ""
+    (out / "results.json").write_text(json.dumps(asdict(res), indent=1) + "\n")
+    return res
+
+
+def saved(variant: str) -> Path:
+    return repo_dir() / "results" / "peer-tests" / f"{variant}.json"
+
+
+def latest(variant: str) -> Optional[PeerResult]:
+    """The newest run of VARIANT under work/, else the one kept in results/."""
+    found = sorted((work_dir() / "peer-tests").glob(f"{variant}-*/results.json"))
+    if not found and saved(variant).is_file():
+        found = [saved(variant)]
+    return PeerResult(**json.loads(found[-1].read_text())) if found else None
+
+
+def compare(base: Optional[PeerResult], patched: Optional[PeerResult]
+            ) -> Tuple[List[str], List[str]]:
+    """The side-by-side report lines, and the errors: tests base passes and
+    patched does not."""
+    b = base.all() if base else {}
+    p = patched.all() if patched else {}
+    lines = []
+    for name, res in (("base", base), ("patched", patched)):
+        if res is None:
+            lines.append(f"  {name}: not run (./schedlab peer-tests --variant {name})")
+            continue
+        st = list(res.all().values())
+        lines.append(f"  {name} ({res.release or '?'}): " + ", ".join(
+            f"{st.count(s)} {s.lower()}" for s in (PASS, FAIL, SKIP)) + f"  [{res.out}]")
+    errors = []
+    rows = []
+    for t in sorted(set(b) | set(p)):
+        sb, sp = b.get(t, MISSING), p.get(t, MISSING)
+        if sb == sp == PASS or PASS in (sb, sp) and not (base and patched):
+            continue
+        if base and patched and sb == PASS:
+            errors.append(f"{t}: passes on base, {sp.lower()} on patched")
+        rows.append(f"  {sb:8} {sp:8} {t}")
+    if rows:
+        lines.append("  base     patched  test (every test not passing on both, or on the one run)")
+        lines += rows
+    return lines, errors
+
+
+def run_peer_tests(tree_spec: TreeSpec, variants: List[str], no_build: bool = False,
+                   timeout: float = 5400, save: bool = False) -> bool:
+    tree = tree_spec.resolve()
+    got: Dict[str, Optional[PeerResult]] = {}
+    for v in variants:
+        got[v] = res = run_variant(tree, v, no_build, timeout)
+        if save and not res.problems:
+            saved(v).parent.mkdir(parents=True, exist_ok=True)
+            saved(v).write_text(json.dumps(asdict(res), indent=1) + "\n")
+            say(f"  kept in {saved(v)}")
+    base = got.get("base") or latest("base")
+    patched = got.get("patched") or latest("patched")
+    lines, errors = compare(base, patched)
+    for line in lines:
+        say(line)
+    problems = [p for r in got.values() if r for p in r.problems] + errors
+    for p in problems:
+        say(f"  FAIL: {p}")
+    say(f"peer tests: {'ok' if not problems else f'{len(problems)} problem(s)'}")
+    return not problems

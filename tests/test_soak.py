@@ -1,0 +1,129 @@
+"""The soak's verdict from a guest output folder, and the peer tests' report."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from schedlab import peer_tests as peer
+from schedlab import soak
+from schedlab.util import package_file
+
+
+def _guest_out(d: Path, faults, rounds, dmesg="", status="0"):
+    for k, n in faults.items():
+        (d / f"count.{k}").write_text("".join(f"{i}\n" for i in range(n)))
+    for w, statuses in rounds.items():
+        (d / f"work.{w}").write_text("".join(f"{s}\n" for s in statuses))
+    (d / "dmesg.txt").write_text(dmesg)
+    if status is not None:
+        (d / "status.txt").write_text(status + "\n")
+
+
+GOOD = {"hotplug": 60, "cgroup": 200, "partition": 30, "flip": 100}
+ROUNDS = {w: ["0", "0"] for w in soak.WORKLOADS}
+
+
+def _result(tmp_path, minutes=30, **kw):
+    _guest_out(tmp_path, kw.pop("faults", GOOD), kw.pop("rounds", ROUNDS), **kw)
+    return soak.read_output(tmp_path, soak.SoakResult("smt8", "patched", minutes, []))
+
+
+def test_a_clean_soak_passes(tmp_path):
+    res = _result(tmp_path)
+    soak.verdict(res, None)
+    assert res.ok and res.faults == GOOD
+
+
+def test_floors_scale_with_the_length():
+    assert soak.floors(30) == GOOD
+    assert soak.floors(3) == {"hotplug": 6, "cgroup": 20, "partition": 3, "flip": 10}
+
+
+@pytest.mark.parametrize("change, expect", [
+    (dict(faults={**GOOD, "partition": 29}), "partition: 29 injected, below the floor of 30"),
+    (dict(rounds={**ROUNDS, "fanout": ["0", "124"]}), "fanout: 1 round(s) hung"),
+    (dict(rounds={**ROUNDS, "fanout": ["137"]}), "fanout: 1 round(s) hung"),
+    (dict(rounds={**ROUNDS, "hackbench": ["1"]}), "hackbench: 1 round(s) failed"),
+    (dict(rounds={**ROUNDS, "stress-light": []}), "stress-light: no round completed"),
+    (dict(status=None), "the soak did not finish"),
+])
+def test_each_failure_fails_the_soak(tmp_path, change, expect):
+    res = _result(tmp_path, **change)
+    soak.verdict(res, None)
+    assert not res.ok and any(expect in p for p in res.problems), res.problems
+
+
+DMESG = """[   12.345678] sched: something ordinary
+[  100.000001] WARNING: CPU: 3 PID: 1234 at kernel/sched/fair.c:12345 sched_balance_rq+0x1f/0x300
+[  101.5] =============================
+[  101.6] WARNING: suspicious RCU usage
+[  200.1] rcu: INFO: rcu_preempt self-detected stall on CPU
+[  300.2] BUG: KASAN: slab-use-after-free in update_sd_lb_stats+0x44/0x99
+[  400.0] INFO: task kworker/1:2:77 blocked for more than 600 seconds.
+[  500.0] watchdog: BUG: soft lockup - CPU#2 stuck for 130s! [stress-ng:999]
+[  600.0] BUG: scheduling while atomic: swapper/0/0/0x00000002
+"""
+
+
+def test_every_detector_s_report_is_a_splat(tmp_path):
+    res = _result(tmp_path, dmesg=DMESG)
+    assert len(res.splats) == 7 and "ordinary" not in " ".join(res.splats)
+    res = _result(tmp_path, dmesg="[ 0.0] rcu: \tRCU lockdep checking is enabled.\n"
+                  "[ 0.1] kasan: KernelAddressSanitizer initialized (generic)\n")
+    assert res.splats == []
+
+
+def test_splats_base_also_shows_do_not_fail_patched(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "p").mkdir()
+    _guest_out(tmp_path / "b", GOOD, ROUNDS, dmesg="[ 9.1] WARNING: CPU: 1 PID: 5 at x.c:10 f\n")
+    base = soak.read_output(tmp_path / "b", soak.SoakResult("smt8", "base", 30, []))
+    _guest_out(tmp_path / "p", GOOD, ROUNDS,
+               dmesg="[ 7.2] WARNING: CPU: 6 PID: 81 at x.c:10 f\n[ 8.0] BUG: KASAN: oops\n")
+    res = soak.read_output(tmp_path / "p", soak.SoakResult("smt8", "patched", 30, []))
+    soak.verdict(res, base)
+    assert res.problems == ["splat that base does not show: [ 8.0] BUG: KASAN: oops"]
+
+
+def test_soak_script_passes_shellcheck_and_parses():
+    script = package_file("guest/soak.sh")
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    for name in ("hotplug", "cgroup", "partition", "flip"):
+        assert f"count {name}" in script.read_text()
+
+
+def test_selftest_results_from_tap_and_exit_status():
+    out = "TAP version 13\n1..3\nok 1 test_cpucg_subtree_control\n" \
+          "not ok 2 test_cpucg_weight_overprovisioned\nok 3 test_cpucg_max # SKIP no cpu.max\n"
+    got = peer.selftest_results("cgroup.test_cpu", out, "1")
+    assert got == {"cgroup.test_cpu.test_cpucg_subtree_control": "PASS",
+                   "cgroup.test_cpu.test_cpucg_weight_overprovisioned": "FAIL",
+                   "cgroup.test_cpu.test_cpucg_max": "SKIP",
+                   "cgroup.test_cpu": "FAIL"}
+    assert peer.selftest_results("sched.cs_prctl_test", "", "4") == {"sched.cs_prctl_test": "SKIP"}
+
+
+def test_peer_report_errors_only_on_a_regression():
+    base = peer.PeerResult("base", kunit={"a.x": "PASS", "a.y": "FAIL", "a.z": "PASS"},
+                           selftests={"sched.cs_prctl_test": "PASS"})
+    patched = peer.PeerResult("patched", kunit={"a.x": "PASS", "a.y": "FAIL", "a.z": "FAIL",
+                                                "b.new": "PASS"},
+                              selftests={})
+    lines, errors = peer.compare(base, patched)
+    assert errors == ["kselftest: sched.cs_prctl_test: passes on base, missing on patched",
+                      "kunit: a.z: passes on base, fail on patched"]
+    text = "\n".join(lines)
+    assert "kunit: a.y" in text            # failing on both: listed
+    assert "kunit: a.x" not in text        # passing on both: not
+    assert "b.new" in text                 # only in patched: listed
+
+
+def test_peer_report_of_one_run_lists_only_what_does_not_pass():
+    patched = peer.PeerResult("patched", kunit={"a.x": "PASS", "a.y": "FAIL", "a.z": "SKIP"})
+    lines, errors = peer.compare(None, patched)
+    assert errors == []
+    text = "\n".join(lines)
+    assert "base: not run" in text
+    assert "kunit: a.y" in text and "kunit: a.z" in text
+    assert "kunit: a.x" not in text
