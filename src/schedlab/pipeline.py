@@ -152,7 +152,7 @@ def lint() -> List[str]:
 
 
 def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
-                 ppc: bool = True, unit_only: bool = False) -> int:
+                 ppc: bool = True, unit_only: bool = False, reliability: bool = False) -> int:
     """The test command (CI): unit tests, lint, series check, one build, boots."""
     failed: List[str] = []
     st = Stages(failed)
@@ -161,8 +161,9 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         checks += ["series check"] + [f"boot {t}" for t in topologies] + \
             [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
                                                      "measure integration",
-                                                     "icount integration", "soak",
-                                                     "peer tests"]
+                                                     "icount integration"]
+        if reliability:
+            checks += ["soak", "peer tests"]
     try:
         with st.stage("setup"):
             deps.setup()
@@ -209,15 +210,16 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         with st.stage(f"icount integration ({INTEGRATION_TOPOLOGY}, swb-cost)"):
             if not icount_integration(tree, probe, opts):
                 failed.append("icount integration")
-        with st.stage("build patched/debug"):
-            built(tree, BuildSpec("patched", "debug"))
-        with st.stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)"):
-            if not soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", tree_spec,
-                                   no_build=True):
-                failed.append("soak")
-        with st.stage("peer tests (patched, against the kept base results)"):
-            if not peermod.run_peer_tests(tree_spec, ["patched"], no_build=True):
-                failed.append("peer tests")
+        if reliability:
+            with st.stage("build patched/debug"):
+                built(tree, BuildSpec("patched", "debug"))
+            with st.stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)"):
+                if not soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", tree_spec,
+                                       no_build=True):
+                    failed.append("soak")
+            with st.stage("peer tests (patched, against the kept base results)"):
+                if not peermod.run_peer_tests(tree_spec, ["patched"], no_build=True):
+                    failed.append("peer tests")
     finally:
         say(st.summary())
     passed = len(checks) - len(failed)

@@ -25,17 +25,19 @@ from . import vm
 from .spec import BuildSpec, TreeSpec, built
 from .util import LabError, fmt_secs, log_dir, package_file, repo_dir, say, work_dir
 
-# Faults per 30 minutes a soak must reach (scaled to its length): the
-# issue's floors, all reached under TCG on smt8 and smt4-numa.
+# Faults per 30 minutes a soak must reach (scaled to its length). These are
+# the floors asked for; whether single-thread TCG reaches each on smt8 and
+# smt4-numa is measured by the 30-minute soaks (README, Reliability).
 FLOORS_PER_30_MIN: Dict[str, int] = {"hotplug": 60, "cgroup": 200, "partition": 30,
                                      "flip": 100}
 WORKLOADS = ("hackbench", "stress-mixed", "stress-light", "fanout")
 # The watchdog threshold the soak boots use (60 s, the maximum): soft
 # lockups after 120 s, hard lockups after 60 s (see configs/debug.config).
 KERNEL_ARGS = ("watchdog_thresh=60",)
-# A debug kernel's boot under single-thread TCG, and the wind-down after
-# the window (the last workload round, dmesg), on top of the window.
-BOOT_MARGIN_SECS = 1200
+# A debug kernel's boot under single-thread TCG (5-12 minutes for 16 vCPUs
+# here, udev's coldplug most of it) and the wind-down after the window (the
+# last workload round, up to soak.sh's 600 s limit), on top of the window.
+BOOT_MARGIN_SECS = 2100
 
 # What a kernel report starts with.  The line itself is the splat's first
 # line; its signature drops what varies between boots (times, addresses,

@@ -64,8 +64,8 @@ fanout() {
 # --- CPU hotplug -----------------------------------------------------------
 # A random CPU other than CPU 0 goes offline and online again; never the
 # last online CPU of its node. A cycle holds the hotplug lock for seconds
-# under TCG; the pause between cycles lets the cgroup and cpuset writers,
-# which wait for that lock, make progress too.
+# under TCG; a short pause between cycles lets the cgroup and cpuset
+# writers, which wait for that lock, make progress too.
 cpus_of() {	# the CPU numbers of a list such as 0-3,8
 	local part
 	for part in ${1//,/ }; do
@@ -104,7 +104,7 @@ hotplug() {
 			else
 				log "hotplug: cpu$cpu: offline refused"
 			fi
-			pause 6
+			pause 2
 		fi
 	done
 	for f in /sys/devices/system/cpu/cpu*/online; do echo 1 > "$f" 2>/dev/null; done
@@ -112,10 +112,14 @@ hotplug() {
 
 # --- cgroup churn ----------------------------------------------------------
 # A group (sometimes with a child) with random cpu.weight, cpu.max and
-# cpu.idle; a busy task moved in and out; the group removed. A step that
-# takes over 5 s is logged with its time (a hint, not a failure).
+# cpu.idle; a busy task (at the default priority) moved in and out; the
+# group removed. CHURNERS loops do this side by side: each operation of a
+# debug guest under TCG spends most of its time waiting (for the hotplug
+# lock, for grace periods), not computing. A step that takes over 5 s is
+# logged with its time (a hint, not a failure).
+CHURNERS=4
 cgroups() {
-	local i=0 g leaf pid t0
+	local w=$1 i=0 g leaf pid t0
 	step() {	# step NAME: log NAME if it took long since the last step
 		local t; usec t
 		(( 10#$t - 10#$t0 > 5000000 )) &&
@@ -123,11 +127,9 @@ cgroups() {
 		t0=$t
 	}
 	urgent
-	mkdir -p "$cgr/soak-cg"
-	echo +cpu > "$cgr/soak-cg/cgroup.subtree_control"
 	while alive; do
 		i=$(( i + 1 ))
-		g=$cgr/soak-cg/g$i
+		g=$cgr/soak-cg/w$w-g$i
 		usec t0
 		mkdir "$g" || { log "cgroup: mkdir $g failed"; sleep 1; continue; }
 		step mkdir
@@ -144,7 +146,7 @@ cgroups() {
 		fi
 		echo $(( RANDOM % 2 )) > "$leaf/cpu.idle"
 		step "cpu.weight/max/idle"
-		(while :; do :; done) &
+		(renice -n 0 -p "$BASHPID" > /dev/null; while :; do :; done) &
 		pid=$!
 		echo "$pid" > "$leaf/cgroup.procs"
 		step "move in"
@@ -155,7 +157,7 @@ cgroups() {
 		step "move out"
 		kill "$pid"; wait "$pid" 2>/dev/null
 		[ "$leaf" = "$g" ] || rmdir "$leaf"
-		if rmdir "$g"; then count cgroup "$i"; else log "cgroup: rmdir $g failed"; fi
+		if rmdir "$g"; then count cgroup "$w.$i"; else log "cgroup: rmdir $g failed"; fi
 		step rmdir
 	done
 }
@@ -202,16 +204,18 @@ flips() {
 	while alive; do
 		for f in $FEATURES; do
 			grep -qw "NO_$f" "$feat" && on=NO_ || on=
-			if echo "NO_$f" > "$feat" && echo "$f" > "$feat"; then count flip "$f"
-			else log "flip: $f refused"; fi
+			# two changes of state: off, then on
+			if echo "NO_$f" > "$feat" && echo "$f" > "$feat"; then
+				count flip "NO_$f"; count flip "$f"
+			else
+				log "flip: $f refused"
+			fi
 			echo "${on}$f" > "$feat"
-			sleep 1
 		done
 		if [ -e "$knob" ]; then
 			for v in $knob_values; do
 				if echo "$v" > "$knob"; then count flip "knob $v"
 				else log "flip: knob $v refused"; fi
-				sleep 1
 			done
 			if echo 2000000000 > "$knob" 2>/dev/null; then
 				log "flip: knob accepted 2000000000, beyond its range"
@@ -229,7 +233,9 @@ workload stress-mixed stress-ng --cpu "$(( ncpu / 2 ))" --cpu-load 60 --cpu-load
 workload stress-light stress-ng --cpu "$(( ncpu / 4 + 1 ))" --cpu-load 20 --timeout 15s &
 fanout &
 hotplug &
-cgroups &
+mkdir -p "$cgr/soak-cg"
+echo +cpu > "$cgr/soak-cg/cgroup.subtree_control"
+for w in $(seq "$CHURNERS"); do cgroups "$w" & done
 partitions &
 flips &
 wait
