@@ -20,7 +20,7 @@ def _guest_out(d: Path, faults, rounds, dmesg="", status="0"):
         (d / "status.txt").write_text(status + "\n")
 
 
-GOOD = {"hotplug": 60, "cgroup": 200, "partition": 30, "flip": 100}
+GOOD = {"hotplug": 40, "cgroup": 25, "partition": 30, "flip": 100}
 ROUNDS = {w: ["0", "0"] for w in soak.WORKLOADS}
 
 
@@ -37,7 +37,7 @@ def test_a_clean_soak_passes(tmp_path):
 
 def test_floors_scale_with_the_length():
     assert soak.floors(30) == GOOD
-    assert soak.floors(3) == {"hotplug": 6, "cgroup": 20, "partition": 3, "flip": 10}
+    assert soak.floors(3) == {"hotplug": 4, "cgroup": 3, "partition": 3, "flip": 10}
 
 
 @pytest.mark.parametrize("change, expect", [
