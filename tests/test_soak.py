@@ -37,7 +37,10 @@ def test_a_clean_soak_passes(tmp_path):
 
 def test_floors_scale_with_the_length():
     assert soak.floors(30) == GOOD
-    assert soak.floors(3) == {"hotplug": 4, "cgroup": 3, "partition": 3, "flip": 10}
+    assert soak.floors(60) == {k: 2 * v for k, v in GOOD.items()}
+    # shorter soaks: half the scaled floor, at least one of each
+    assert soak.floors(3) == {"hotplug": 2, "cgroup": 1, "partition": 1, "flip": 5}
+    assert soak.floors(0.5) == {"hotplug": 1, "cgroup": 1, "partition": 1, "flip": 1}
 
 
 @pytest.mark.parametrize("change, expect", [
@@ -127,3 +130,46 @@ def test_peer_report_of_one_run_lists_only_what_does_not_pass():
     assert "base: not run" in text
     assert "kunit: a.y" in text and "kunit: a.z" in text
     assert "kunit: a.x" not in text
+
+
+def test_selftests_script_retries_a_failing_program_twice(tmp_path):
+    """guest/peer-selftests.sh against fake programs: one that fails once,
+    one that always fails, one that skips; then the merged results."""
+    bindir, out = tmp_path / "bin", tmp_path / "out"
+    bindir.mkdir()
+    out.mkdir()
+    progs = {
+        "flaky": f'n=$(cat {tmp_path}/n 2>/dev/null || echo 0); echo $((n + 1)) > {tmp_path}/n\n'
+                 'echo "ok 1 a"\n[ "$n" -ge 1 ] || { echo "not ok 2 b"; exit 1; }\necho "ok 2 b"\n',
+        "broken": 'echo "not ok 1 c"\nexit 1\n',
+        "skipped": 'exit 4\n',
+    }
+    for name, body in progs.items():
+        (bindir / name).write_text("#!/bin/bash\n" + body)
+        (bindir / name).chmod(0o755)
+    # The guest's mounts and dmesg are not the test's business.
+    script = package_file("guest/peer-selftests.sh").read_text()
+    script = script.replace("mountpoint -q", ": mountpoint -q").replace("dmesg >", ": >")
+    (tmp_path / "s.sh").write_text(script)
+    subprocess.run(["bash", str(tmp_path / "s.sh"), str(out)]
+                   + [str(bindir / n) for n in progs], check=True)
+    got = {n: peer.read_attempts(out, f"bin.{n}") for n in progs}
+    assert [len(a) for a in got.values()] == [2, 3, 1]
+    final, seen = peer.merge_attempts(got["flaky"])
+    assert final == {"bin.flaky": "PASS", "bin.flaky.a": "PASS", "bin.flaky.b": "PASS"}
+    assert seen["bin.flaky.b"] == ["FAIL", "PASS"] and seen["bin.flaky.a"] == ["PASS", "PASS"]
+    final, seen = peer.merge_attempts(got["broken"])
+    assert final == {"bin.broken": "FAIL", "bin.broken.c": "FAIL"}
+    assert seen["bin.broken"] == ["FAIL"] * 3
+    assert peer.merge_attempts(got["skipped"]) == ({"bin.skipped": "SKIP"}, {})
+
+
+def test_peer_report_names_the_tests_that_passed_on_a_retry():
+    patched = peer.PeerResult("patched", selftests={"cgroup.test_cpu.w": "PASS"},
+                              attempts={"cgroup.test_cpu.w": ["FAIL", "PASS"],
+                                        "cgroup.test_cpu.x": ["PASS", "PASS"]})
+    lines, errors = peer.compare(None, patched)
+    assert errors == []
+    text = "\n".join(lines)
+    assert "patched: cgroup.test_cpu.w ran 2 times: fail, pass" in text
+    assert "test_cpu.x" not in text

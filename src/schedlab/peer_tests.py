@@ -47,6 +47,9 @@ class PeerResult:
     release: str = ""
     kunit: Dict[str, str] = field(default_factory=dict)       # suite.case[.param] -> status
     selftests: Dict[str, str] = field(default_factory=dict)   # program[.case] -> status
+    # program[.case] -> its status in each attempt, for the programs that ran
+    # again after failing (guest/peer-selftests.sh: at most two retries)
+    attempts: Dict[str, List[str]] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
     out: str = ""
 
@@ -70,6 +73,35 @@ def selftest_results(name: str, output: str, status: str) -> Dict[str, str]:
                 PASS if m.group(1) == "ok" else FAIL)
     out[name] = PASS if status == "0" else SKIP if status == str(KSFT_SKIP) else FAIL
     return out
+
+
+def merge_attempts(attempts: List[Dict[str, str]]) -> Tuple[Dict[str, str], Dict[str, List[str]]]:
+    """One program's results over its attempts: a test passes when it passed
+    in one of them, else it keeps its first status; with more than one
+    attempt, every test's statuses in order."""
+    final: Dict[str, str] = {}
+    seen: Dict[str, List[str]] = {}
+    for name in sorted({k for a in attempts for k in a}):
+        statuses = [a.get(name, MISSING) for a in attempts]
+        final[name] = PASS if PASS in statuses else next(
+            s for s in statuses if s != MISSING)
+        if len(attempts) > 1:
+            seen[name] = statuses
+    return final, seen
+
+
+def read_attempts(out: Path, name: str) -> List[Dict[str, str]]:
+    """The results of program NAME's attempts in the guest's folder OUT."""
+    got = []
+    for k in range(0, 10):
+        stem = out / (name if k == 0 else f"{name}.retry{k}")
+        txt, st = Path(f"{stem}.txt"), Path(f"{stem}.status")
+        if k and not st.is_file():
+            break
+        status = st.read_text().strip() if st.is_file() else ""
+        got.append(selftest_results(name, txt.read_text(errors="replace")
+                                    if txt.is_file() else "", status))
+    return got
 
 
 def _has_file(tree: source.Tree, commit: str, path: str) -> bool:
@@ -122,15 +154,13 @@ def run_variant(tree: source.Tree, variant: str, no_build: bool = False,
                     *map(str, progs), f"; uname -r > {out}/release.txt"])
     try:
         vm.boot(kernel.image, topo, cmd, memory_mib=4096, timeout=timeout,
-                rwdirs=[out], tcg_single=True)
+                rwdirs=[out], tcg_single=True, log=out / "console.txt")
     except LabError as exc:
         res.problems.append(str(exc))
     for p in progs:
-        name = f"{p.parent.name}.{p.name}"
-        txt, st = out / f"{name}.txt", out / f"{name}.status"
-        status = st.read_text().strip() if st.is_file() else ""
-        res.selftests.update(selftest_results(
-            name, txt.read_text(errors="replace") if txt.is_file() else "", status))
+        final, seen = merge_attempts(read_attempts(out, f"{p.parent.name}.{p.name}"))
+        res.selftests.update(final)
+        res.attempts.update(seen)
     rel = out / "release.txt"
     res.release = rel.read_text().strip() if rel.is_file() else ""
     (out / "results.json").write_text(json.dumps(asdict(res), indent=1) + "\n")
@@ -175,6 +205,11 @@ def compare(base: Optional[PeerResult], patched: Optional[PeerResult]
     if rows:
         lines.append("  base     patched  test (every test not passing on both, or on the one run)")
         lines += rows
+    for name, res in (("base", base), ("patched", patched)):
+        for t, statuses in sorted((res.attempts if res else {}).items()):
+            if len(set(statuses)) > 1:
+                lines.append(f"  {name}: {t} ran {len(statuses)} times: "
+                             + ", ".join(x.lower() for x in statuses))
     return lines, errors
 
 

@@ -133,7 +133,10 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
          memory_mib: int = 2048, kernel_args: Sequence[str] = (), timeout: float = 900,
          verbose: bool = False, quiet: bool = False,
          rwdirs: Sequence[Path] = (), tcg_single: bool = False,
-         icount: bool = False) -> VmResult:
+         icount: bool = False, log: Optional[Path] = None) -> VmResult:
+    """Boot IMAGE and run CMD; the console goes to LOG (work/logs/vm.log
+    unless given: a caller whose VM may run beside another passes its own)."""
+    log = log or log_dir() / "vm.log"
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
     if icount:
@@ -149,11 +152,11 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
     args = vng_command(image, topo, cmd, kvm=kvm, memory_mib=memory_mib, online=online,
                        kernel_args=kernel_args, verbose=verbose, rwdirs=rwdirs,
                        tcg_single=tcg_single, icount=icount)
-    res = _spawn(args, timeout, log_dir() / "vm.log")
+    res = _spawn(args, timeout, log)
     res.accel = accel
     if res.timed_out:
         raise LabError(f"the VM did not finish within {fmt_secs(timeout)} and was stopped "
-                       f"(log: {log_dir() / 'vm.log'})")
+                       f"(log: {log})")
     return res
 
 
