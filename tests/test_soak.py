@@ -132,9 +132,10 @@ def test_peer_report_of_one_run_lists_only_what_does_not_pass():
     assert "kunit: a.x" not in text
 
 
-def test_selftests_script_retries_a_failing_program_twice(tmp_path):
+def test_selftests_script_retries_a_failing_program(tmp_path):
     """guest/peer-selftests.sh against fake programs: one that fails once,
-    one that always fails, one that skips; then the merged results."""
+    one that always fails, one that skips, one whose cases take turns to
+    fail; then the merged results."""
     bindir, out = tmp_path / "bin", tmp_path / "out"
     bindir.mkdir()
     out.mkdir()
@@ -143,6 +144,10 @@ def test_selftests_script_retries_a_failing_program_twice(tmp_path):
                  'echo "ok 1 a"\n[ "$n" -ge 1 ] || { echo "not ok 2 b"; exit 1; }\necho "ok 2 b"\n',
         "broken": 'echo "not ok 1 c"\nexit 1\n',
         "skipped": 'exit 4\n',
+        # a fails, then b: each has passed once after two attempts
+        "turns": f'n=$(cat {tmp_path}/t 2>/dev/null || echo 0); echo $((n + 1)) > {tmp_path}/t\n'
+                 'if [ "$n" = 0 ]; then echo "not ok 1 a"; echo "ok 2 b"; '
+                 'else echo "ok 1 a"; echo "not ok 2 b"; fi\nexit 1\n',
     }
     for name, body in progs.items():
         (bindir / name).write_text("#!/bin/bash\n" + body)
@@ -154,14 +159,36 @@ def test_selftests_script_retries_a_failing_program_twice(tmp_path):
     subprocess.run(["bash", str(tmp_path / "s.sh"), str(out)]
                    + [str(bindir / n) for n in progs], check=True)
     got = {n: peer.read_attempts(out, f"bin.{n}") for n in progs}
-    assert [len(a) for a in got.values()] == [2, 3, 1]
+    assert [len(a) for a in got.values()] == [2, 7, 1, 2]
     final, seen = peer.merge_attempts(got["flaky"])
     assert final == {"bin.flaky": "PASS", "bin.flaky.a": "PASS", "bin.flaky.b": "PASS"}
     assert seen["bin.flaky.b"] == ["FAIL", "PASS"] and seen["bin.flaky.a"] == ["PASS", "PASS"]
     final, seen = peer.merge_attempts(got["broken"])
     assert final == {"bin.broken": "FAIL", "bin.broken.c": "FAIL"}
-    assert seen["bin.broken"] == ["FAIL"] * 3
+    assert seen["bin.broken"] == ["FAIL"] * 7
+    assert peer.merge_attempts(got["turns"])[0]["bin.turns.b"] == "PASS"
     assert peer.merge_attempts(got["skipped"]) == ({"bin.skipped": "SKIP"}, {})
+
+
+def test_selftests_script_does_not_retry_failures_base_also_has(tmp_path):
+    """With known-failures (what did not pass on base), a program whose
+    failing cases are all known runs once; a new failing case is retried."""
+    bindir, out = tmp_path / "bin", tmp_path / "out"
+    bindir.mkdir()
+    out.mkdir()
+    progs = {"known": 'echo "ok 1 a"\necho "not ok 2 b # a note"\nexit 1\n',
+             "new": 'echo "not ok 1 b"\necho "not ok 2 c # timing"\nexit 1\n',
+             "silent": 'exit 1\n'}
+    for name, body in progs.items():
+        (bindir / name).write_text("#!/bin/bash\n" + body)
+        (bindir / name).chmod(0o755)
+    (out / "known-failures").write_text("bin.known.b\nbin.known\nbin.new.b\nbin.new\n")
+    script = package_file("guest/peer-selftests.sh").read_text()
+    script = script.replace("mountpoint -q", ": mountpoint -q").replace("dmesg >", ": >")
+    (tmp_path / "s.sh").write_text(script)
+    subprocess.run(["bash", str(tmp_path / "s.sh"), str(out)]
+                   + [str(bindir / n) for n in progs], check=True)
+    assert [len(peer.read_attempts(out, f"bin.{n}")) for n in progs] == [1, 7, 7]
 
 
 def test_peer_report_names_the_tests_that_passed_on_a_retry():
