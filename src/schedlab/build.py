@@ -28,8 +28,8 @@ CONFIG_DIR = PACKAGE / "configs"
 
 # Named configs: fragments merged in this order after the arch fragment.
 CONFIGS: Dict[str, List[str]] = {
-    "lab": ["vng", "lab"],
-    "probe": ["vng", "lab", "probe"],
+    "lab": ["vng", "lab", "trace"],
+    "probe": ["vng", "lab", "trace", "probe"],
     "debug": ["vng", "lab", "debug"],
 }
 

@@ -51,7 +51,7 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     "flex": "kernel builds",
     "libelf-dev": "kernel builds (objtool)",
     "libssl-dev": "kernel builds",
-    "dwarves": "pahole, for BTF in the probe config",
+    "dwarves": "pahole, for BTF in the lab and probe configs",
     "cpio": "kernel builds (IKHEADERS)",
     "kmod": "kernel builds",
     "rsync": "kernel builds",
