@@ -146,8 +146,12 @@ cgroups() {
 		fi
 		echo $(( RANDOM % 2 )) > "$leaf/cpu.idle"
 		step "cpu.weight/max/idle"
-		(renice -n 0 -p "$BASHPID" > /dev/null; while :; do :; done) &
+		# The busy task gets the default priority from here: a renice
+		# run by the task itself would fork a child that could still be
+		# in the group when it is removed.
+		(while :; do :; done) &
 		pid=$!
+		renice -n 0 -p "$pid" > /dev/null
 		echo "$pid" > "$leaf/cgroup.procs"
 		step "move in"
 		nap
@@ -156,9 +160,20 @@ cgroups() {
 		echo "$pid" > "$cgr/cgroup.procs"
 		step "move out"
 		kill "$pid"; wait "$pid" 2>/dev/null
-		[ "$leaf" = "$g" ] || rmdir "$leaf"
-		if rmdir "$g"; then count cgroup "$w.$i"; else log "cgroup: rmdir $g failed"; fi
+		[ "$leaf" = "$g" ] || remove "$leaf"
+		if remove "$g"; then count cgroup "$w.$i"; fi
 		step rmdir
+	done
+}
+
+remove() {	# rmdir a group, waiting up to 30 s for it to empty
+	local tries=0
+	until rmdir "$1" 2> /dev/null; do
+		if (( ++tries > 30 )); then
+			log "cgroup: rmdir $1 failed: procs $(tr '\n' ' ' < "$1/cgroup.procs")"
+			return 1
+		fi
+		sleep 1
 	done
 }
 
@@ -169,8 +184,11 @@ cgroups() {
 partitions() {
 	local p=$cgr/soak-part first n cpus kind state
 	urgent
+	# One group for the whole window: creating a cpuset group waits for
+	# the hotplug lock while it holds cgroup_mutex, which would stall the
+	# cgroup churn behind every hotplug cycle.
+	mkdir -p "$p"
 	while alive; do
-		mkdir -p "$p"
 		n=$(( 1 + RANDOM % (ncpu / 2) ))
 		first=$(( 1 + RANDOM % (ncpu - n) ))
 		cpus=$first-$(( first + n - 1 ))
@@ -187,8 +205,10 @@ partitions() {
 			echo member > "$p/cpuset.cpus.partition" && count partition "member $cpus"
 		else
 			log "partition: $kind $cpus refused"
+			echo member > "$p/cpuset.cpus.partition"
 		fi
-		rmdir "$p" || log "partition: rmdir failed"
+		# Free the run of CPUs, so that the next one may be any other.
+		[ ! -e "$p/cpuset.cpus.exclusive" ] || echo > "$p/cpuset.cpus.exclusive"
 		pause 3
 	done
 }
