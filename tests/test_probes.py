@@ -69,7 +69,20 @@ def test_overloaded_hackbench_has_two_groups_per_cpu():
 def test_workload_scripts_are_files():
     for w in workmod.WORKLOADS.values():
         assert "\n" not in w.command
-    assert "guest/workloads/cgroup-pingpong.sh 2" in workmod.workload("cgroup-pingpong-d2").command
+    assert "guest/workloads/tg-gather.sh switch 2 seed 8" in \
+        workmod.workload("tg-switch-d2-seed-t8").command
+
+
+def test_tg_workloads_are_made_from_their_names():
+    w = workmod.workload("tg-hackbench-d1-s1.5-t16")
+    assert w.command.endswith("tg-gather.sh hackbench 1 1.5 16") and not w.timed
+    assert "bpftrace" in w.tools and "hackbench" in w.tools
+    assert workmod.workload("tg-dbench-d2-seed-t4").timed
+    for bad in ("tg-dbench-d3-seed-t4", "tg-nope-d1-seed-t4", "tg-dbench-d1-s-t4"):
+        with pytest.raises(LabError, match="unknown workload"):
+            workmod.workload(bad)
+    with pytest.raises(LabError, match="2 tasks or more"):
+        workmod.workload("tg-switch-d1-seed-t1")
 
 
 def test_the_summary_tables_name_only_metrics_the_records_make():
@@ -81,7 +94,8 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r"sched_balance_rq (busy|idle|newidle) calls per s|"
         r"sched_balance_rq newidle (calls|total time)|avg_idle at newidle below 500 us|"
         r"migrations per s|cpu busy|"
-        r"hackbench time|perf sched \w+ time|stress-ng cpu bogo-ops/s|"
+        r"hackbench time|perf sched \w+ time|stress-ng \w+ bogo-ops/s|"
+        r"tg (achieved/entitled|cpus carrying >=10% of its time|wakeups placed on a busy cpu)|"
         r"(dbench|tbench) throughput|schbench rps|"
         r"should_we_balance mean time \(funclatency\))$")
     names = [m.name for m in probemod.catalogue()] + [

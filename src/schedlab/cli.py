@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional
 from . import ab as abmod
 from . import build as buildmod
 from . import compare as comparemod
-from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_cmd
+from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_cmd, tgstudy
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import plan as planmod
@@ -389,6 +389,19 @@ def add_compare(sub: Sub) -> None:
                       help="only the headline metrics (the rows 'ab' prints)")
 
 
+def cmd_tg_report(args: argparse.Namespace) -> int:
+    say(tgstudy.table(args.label, args.markdown))
+    return 0
+
+
+def add_tg_report(sub: Sub) -> None:
+    s = _command(sub, "tg-report", cmd_tg_report,
+                 "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
+                 "workloads in results/LABEL")
+    s.add_argument("label")
+    s.add_argument("--markdown", action="store_true")
+
+
 def cmd_ab(args: argparse.Namespace) -> int:
     if args.boots < 1:
         raise LabError(f"ab: --boots must be 1 or more, not {args.boots}")
@@ -485,6 +498,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_measure(sub)
     add_compare(sub)
     add_reparse(sub)
+    add_tg_report(sub)
     add_run(sub)
     return p
 

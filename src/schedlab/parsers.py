@@ -298,3 +298,62 @@ def schbench(text: str) -> Dict[str, Metric]:
     if rps:
         out["schbench rps"] = Metric(float(rps[-1].group(1)), "req/s", "rate", True)
     return out
+
+
+_TG_LINE = re.compile(r"^tg: (\w+) (\S+)", re.M)
+
+
+def tg_gather(text: str) -> Dict[str, Metric]:
+    """guest/workloads/tg-gather.sh: the group's CPU time against its
+    entitlement, how many CPUs carried its run time, its migrations and
+    where its wakeups were placed (guest/bt/tg.bt), and the waker's own
+    throughput."""
+    tg = {k: v for k, v in _TG_LINE.findall(text)}
+    out: Dict[str, Metric] = {}
+    try:
+        usage, window = float(tg["usage_usec"]), float(tg["window_usec"])
+        entitled = float(tg["entitled"])
+    except (KeyError, ValueError):
+        return out
+    if window <= 0:
+        return out
+    used = usage / window
+    out["tg cpus used"] = Metric(used, "CPUs", "count", True)
+    out["tg cpus entitled"] = Metric(entitled, "CPUs", "count", True)
+    if entitled > 0:
+        out["tg achieved/entitled"] = Metric(100.0 * used / entitled, "%", "count", True)
+    # The probe's maps as printed when the window closed; what bpftrace
+    # prints again at exit (maps cleared or refilled since) is not counted.
+    start, stop = text.find("tg: counting"), text.find("tg: stopped")
+    shown = text[start:stop] if 0 <= start < stop else ""
+    maps = bpftrace_maps(shown)
+    per_cpu = [v for k, v in maps.items() if k.startswith("rt[")]
+    total = sum(per_cpu)
+    if total > 0:
+        out["tg cpus carrying >=10% of its time"] = Metric(
+            float(sum(1 for v in per_cpu if v >= 0.1 * total)), "CPUs", "count", True)
+        out["tg largest cpu share"] = Metric(100.0 * max(per_cpu) / total, "%", "count",
+                                             False)
+    secs = window / 1e6
+    out["tg migrations per s"] = Metric(maps.get("mig", 0.0) / secs, "events/s", "count",
+                                        False)
+    wakes = maps.get("wakes", 0.0)
+    out["tg wakeups per s"] = Metric(wakes / secs, "events/s", "count", True)
+    if wakes:
+        out["tg wakeups placed on a busy cpu"] = Metric(
+            100.0 * maps.get("wakes_busy", 0.0) / wakes, "%", "count", False)
+        out["tg wakeups moved"] = Metric(100.0 * maps.get("wakes_moved", 0.0) / wakes, "%",
+                                         "count", False)
+    hists = bpftrace_keyed_hist(shown)
+    for name, label in (("flips", "wakee"), ("wflips", "waker")):
+        med = hist_median(hists.get(name, []))
+        if med is not None:
+            out[f"tg {label} wakee_flips median"] = Metric(med, "flips", "count", False)
+    waker = tg.get("waker", "")
+    if waker == "dbench":
+        out.update(dbench(text))
+    elif waker == "hackbench":
+        out.update(hackbench(text))
+    else:
+        out.update({k: v for k, v in stress_ng(text).items() if k.endswith("bogo-ops/s")})
+    return out

@@ -9,6 +9,7 @@ and `metrics` names the ones the summary tables show (see metrics.py).
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 from dataclasses import dataclass
@@ -85,12 +86,52 @@ _add(Workload("dbench", "cd /tmp && dbench -t $SECS $NCPU", parsers.dbench, ("db
 _add(Workload("tbench", _script("tbench.sh"), parsers.dbench, ("tbench", "tbench_srv"),
               "tbench over loopback, one client per online CPU",
               results=("tbench throughput",)))
-for _d in (1, 2):
-    _add(Workload(f"cgroup-pingpong-d{_d}", _script("cgroup-pingpong.sh", str(_d)),
-                  parsers.perf_bench_sched, ("perf", "stress-ng"),
-                  f"pipe ping-pong in a cgroup v2 group at depth {_d}, sibling groups busy "
-                  "(task-group-idle study)", timed=False,
-                  results=("perf sched pipe time",), sweep="perf sched pipe ops/s"))
+# The task-group gathering study (guest/workloads/tg-gather.sh): a group
+# whose tasks wake each other, at depth 1 or 2, every CPU kept busy by other
+# groups.  Named tg-WAKER-dDEPTH-SHARE-tTASKS, SHARE being "seed" (default
+# weights, as in the 2014 report) or sN (weights that entitle the group to N
+# CPUs at either depth); any such name is a workload, these are listed.
+TG_WAKERS = {
+    "dbench": ("dbench clients", ("dbench",), "dbench throughput"),
+    "hackbench": ("hackbench threads over pipes, each sender to every receiver",
+                  ("hackbench",), "hackbench time"),
+    "fifo": ("stress-ng fifo, one writer waking TASKS-1 readers", ("stress-ng",),
+             "stress-ng fifo bogo-ops/s"),
+    "pipeherd": ("stress-ng pipeherd, 100 processes passing a token over one pipe",
+                 ("stress-ng",), "stress-ng pipeherd bogo-ops/s"),
+    "switch": ("stress-ng switch, TASKS/2 ping-pong pairs", ("stress-ng",),
+               "stress-ng switch bogo-ops/s"),
+    "cpu": ("stress-ng cpu, TASKS CPU hogs that never wake each other (the control)",
+            ("stress-ng",), "stress-ng cpu bogo-ops/s"),
+}
+_TG_NAME = re.compile(r"tg-(" + "|".join(TG_WAKERS) + r")-d([12])"
+                      r"-(seed|s\d+(?:\.\d+)?)-t(\d+)")
+TG_RESULTS = ("tg achieved/entitled", "tg cpus carrying >=10% of its time",
+              "tg wakeups placed on a busy cpu")
+
+
+def tg_workload(name: str) -> Optional[Workload]:
+    """The record of a tg-... name, or None if NAME is not one."""
+    m = _TG_NAME.fullmatch(name)
+    if not m:
+        return None
+    waker, depth, share, tasks = m.groups()
+    what, tools, throughput = TG_WAKERS[waker]
+    if int(tasks) < 2:
+        raise LabError(f"{name}: a group needs 2 tasks or more")
+    entitled = ("default weights (depth 2: a third of the depth-1 share)" if share == "seed"
+                else f"entitled to {share[1:]} CPUs")
+    return Workload(name, _script("tg-gather.sh", waker, depth, share if share == "seed"
+                                  else share[1:], tasks),
+                    parsers.tg_gather, ("bpftrace", "stress-ng", *tools),
+                    f"{what}, {tasks} tasks in a group at depth {depth}, {entitled}, every "
+                    "CPU kept busy by sibling groups", timed=waker != "hackbench",
+                    results=TG_RESULTS + (throughput,), sweep="tg achieved/entitled")
+
+
+for _w in TG_WAKERS:
+    for _d in (1, 2):
+        _add(tg_workload(f"tg-{_w}-d{_d}-seed-t8"))  # type: ignore[arg-type]
 
 SCHBENCH = "schbench"
 DEFAULT_PLAN = ["stress-100", "stress-50", "hackbench-process"]
@@ -109,6 +150,9 @@ def all_results() -> List[Workload]:
 
 
 def workload(name: str, schbench: Optional[Path] = None) -> Workload:
+    tg = tg_workload(name)
+    if tg:
+        return tg
     if name == SCHBENCH:
         if not schbench:
             raise LabError("the schbench workload needs your binary: --schbench PATH "
@@ -122,7 +166,7 @@ def workload(name: str, schbench: Optional[Path] = None) -> Workload:
 
 def for_reparse(name: str, command: str) -> Workload:
     """The record of a workload named in a result (schbench is the user's binary)."""
-    return WORKLOADS.get(name) or Workload(SCHBENCH, command, parsers.schbench, (), "")
+    return WORKLOADS.get(name) or tg_workload(name) or Workload(SCHBENCH, command, parsers.schbench, (), "")
 
 
 def plan_workloads(text: Optional[str], schbench: Optional[Path] = None) -> List[Workload]:

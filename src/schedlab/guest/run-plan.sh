@@ -35,6 +35,9 @@ cleanup() {
 		[ -d "$d" ] && rmdir "$d" 2>/dev/null
 	done
 	rmdir /sys/fs/cgroup/schedlab 2>/dev/null
+	for d in /sys/fs/cgroup/schedlab-*; do
+		[ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
 	sysctl -q kernel.sched_schedstats="$OLD_SCHEDSTATS" 2>/dev/null
 	local i
 	for i in "${!KNOBS_SET[@]}"; do

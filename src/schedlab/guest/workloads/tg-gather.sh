@@ -1,0 +1,173 @@
+#!/bin/bash
+# Task-group gathering (issue: task-group-idle wakeup placement): a group of
+# tasks that wake each other, in a cgroup v2 group at depth 1 or 2, while
+# other groups keep every CPU busy; what the group gets against what it is
+# entitled to.  Usage:
+#   tg-gather.sh WAKER DEPTH SHARE TASKS
+#     WAKER  dbench | hackbench (threads over pipes, each sender to every
+#            receiver) | fifo (one writer, TASKS-1 readers) | pipeherd (100
+#            processes on one pipe) | switch (TASKS/2 ping-pong pairs) |
+#            cpu (TASKS CPU hogs, no wakeups: the control, whose CPU time
+#            should match its entitlement)
+#     DEPTH  1 or 2: the depth of the group's tasks (p->se.depth)
+#     SHARE  seed: default weights everywhere (at depth 2 the group has two
+#            busy siblings in its parent: a third of the depth-1 share, as in
+#            the 2014 report); or a number of CPUs: weights chosen so that
+#            the group is entitled to that many CPUs at either depth (at
+#            depth 2 the group is the only child of its parent: the same
+#            weights one level deeper)
+#     TASKS  the group's task count (ignored by pipeherd)
+# NCPU and SECS come from the plan runner.  Layout (all weights 100 unless
+# chosen): depth 1: /schedlab-g, /schedlab-b1, /schedlab-b2; depth 2:
+# /schedlab-p/g (+ /schedlab-p/c1, /schedlab-p/c2 when SHARE is seed),
+# /schedlab-b1, /schedlab-b2.  Every busy group runs NCPU CPU hogs.
+# Prints "tg: KEY VALUE" lines, the probe's maps (guest/bt/tg.bt) and the
+# waker's own output; parsers.tg_gather() turns them into metrics.
+set -u
+waker=${1:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
+depth=${2:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
+share=${3:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
+tasks=${4:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
+: "${NCPU:?} ${SECS:?}"
+here=$(cd "$(dirname "$0")" && pwd)
+cgr=/sys/fs/cgroup
+warmup=3
+
+die() { echo "tg-gather: $*" >&2; exit 2; }
+case $waker in dbench|hackbench|fifo|pipeherd|switch|cpu) ;; *) die "unknown waker $waker" ;; esac
+case $depth in 1|2) ;; *) die "depth must be 1 or 2, not $depth" ;; esac
+if ! [[ $tasks =~ ^[0-9]+$ ]] || (( tasks < 2 )); then die "TASKS must be 2 or more, not $tasks"; fi
+[[ $share = seed || $share =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SHARE must be seed or CPUs, not $share"
+
+# cgroup v2 with the cpu controller, or nothing to measure.
+mountpoint -q "$cgr" || mount -t cgroup2 none "$cgr" 2>/dev/null
+[ -e "$cgr/cgroup.controllers" ] ||
+	die "no cgroup v2 hierarchy at $cgr (cgroup v1 only?): the study needs cgroup v2"
+grep -qw cpu "$cgr/cgroup.controllers" ||
+	die "cgroup v2 has no cpu controller here (CONFIG_FAIR_GROUP_SCHED off, or bound to v1)"
+
+# Weights: a group of weight w beside two busy groups of 100 gets
+# NCPU * w / (w + 200) CPUs when all three want more.
+if [ "$share" = seed ]; then
+	w=100
+else
+	w=$(awk -v s="$share" -v n="$NCPU" 'BEGIN {
+		if (s >= n) { print "x"; exit }
+		w = int(200 * s / (n - s) + 0.5); print (w < 1 ? 1 : (w > 10000 ? 10000 : w)) }')
+	[ "$w" = x ] && die "SHARE $share must be below NCPU ($NCPU)"
+fi
+
+pids=()
+# shellcheck disable=SC2317  # run by the EXIT trap
+cleanup() {
+	trap - EXIT INT TERM
+	[ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" 2>/dev/null
+	sleep 1
+	[ ${#pids[@]} -gt 0 ] && kill -KILL "${pids[@]}" 2>/dev/null
+	wait 2>/dev/null
+	local top
+	for top in "$cgr"/schedlab-*; do
+		[ -d "$top" ] && find "$top" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+echo +cpu > "$cgr/cgroup.subtree_control"
+mk() {	# mk GROUP WEIGHT
+	if ! mkdir -p "$cgr/$1" || ! echo "$2" > "$cgr/$1/cpu.weight"; then
+		die "cannot make $cgr/$1 with cpu.weight $2"
+	fi
+}
+mk schedlab-b1 100
+mk schedlab-b2 100
+busy=(schedlab-b1 schedlab-b2)
+if [ "$depth" = 1 ]; then
+	g=schedlab-g
+	mk "$g" "$w"
+else
+	mk schedlab-p "$w"
+	echo +cpu > "$cgr/schedlab-p/cgroup.subtree_control"
+	g=schedlab-p/g
+	mk "$g" 100
+	if [ "$share" = seed ]; then
+		mk schedlab-p/c1 100
+		mk schedlab-p/c2 100
+		busy+=(schedlab-p/c1 schedlab-p/c2)
+	fi
+fi
+
+# The entitlement, from the weights and every busy group's demand (NCPU
+# hogs each, more than any share): the group's weighted share of its
+# parent's, capped by its task count (a task uses one CPU at most).
+read -r frac by_weight entitled < <(awk -v n="$NCPU" -v t="$tasks" -v w="$w" -v d="$depth" \
+	-v s="$share" 'BEGIN {
+	f = w / (w + 200); if (d == 2 && s == "seed") f = (1 / 3) * (100 / 300)
+	e = n * f; printf "%.4f %.4f %.4f\n", f, e, (t < e ? t : e) }')
+gid=$(stat -c %i "$cgr/$g")
+echo "tg: waker $waker"
+echo "tg: depth $depth"
+echo "tg: group $cgr/$g"
+echo "tg: cgroup_id $gid"
+echo "tg: weight $w"
+echo "tg: share_of_machine $frac"
+echo "tg: cpus $NCPU"
+echo "tg: tasks $tasks"
+echo "tg: entitled_by_weight $by_weight"
+echo "tg: entitled $entitled"
+
+# The probe first, attached before any load (bpftrace is slow to attach
+# when every vCPU is busy).
+pd=$(mktemp -d /tmp/tg-gather.XXXXXX)
+cp /bin/true "$pd/tg-on"
+cp /bin/true "$pd/tg-off"
+bpftrace "$here/../bt/tg.bt" "$gid" > "$pd/probe.txt" 2>&1 &
+bt=$!
+pids+=("$bt")
+for _ in $(seq 300); do
+	grep -q Attaching "$pd/probe.txt" && break
+	kill -0 "$bt" 2>/dev/null || break
+	sleep 0.5
+done
+grep -q Attaching "$pd/probe.txt" || { cat "$pd/probe.txt"; die "the probe did not attach"; }
+
+for b in "${busy[@]}"; do
+	(echo "$BASHPID" > "$cgr/$b/cgroup.procs" &&
+	 exec stress-ng --cpu "$NCPU" --cpu-load 100 --timeout $(( SECS * 20 + 120 ))s \
+		> /dev/null 2>&1) &
+	pids+=("$!")
+done
+sleep "$warmup"
+
+usage() { awk '$1 == "usage_usec" { print $2 }' "$cgr/$g/cpu.stat"; }
+run_waker() (	# a subshell: it moves itself into the group, then execs
+	echo "$BASHPID" > "$cgr/$g/cgroup.procs" || exit 1
+	case $waker in
+		dbench) cd /tmp && exec dbench -t "$SECS" "$tasks" ;;
+		hackbench) exec hackbench -T -p -g 1 -f $(( tasks / 2 )) -l 200 ;;
+		fifo) exec stress-ng --fifo 1 --fifo-readers $(( tasks - 1 )) --timeout "${SECS}s" \
+				--metrics-brief ;;
+		pipeherd) exec stress-ng --pipeherd 1 --timeout "${SECS}s" --metrics-brief ;;
+		switch) exec stress-ng --switch $(( tasks / 2 )) --timeout "${SECS}s" --metrics-brief ;;
+		cpu) exec stress-ng --cpu "$tasks" --cpu-load 100 --timeout "${SECS}s" --metrics-brief ;;
+	esac
+)
+"$pd/tg-on"
+u0=$(usage)
+t0=$EPOCHREALTIME
+run_waker > "$pd/waker.txt" 2>&1
+rc=$?
+t1=$EPOCHREALTIME
+u1=$(usage)
+"$pd/tg-off"
+for _ in $(seq 120); do
+	grep -q "tg: stopped" "$pd/probe.txt" && break
+	sleep 0.5
+done
+echo "tg: usage_usec $(( u1 - u0 ))"
+echo "tg: window_usec $(( ${t1/./} - ${t0/./} ))"
+echo "tg: waker_status $rc"
+cat "$pd/probe.txt"
+cat "$pd/waker.txt"
+rm -rf "$pd"
+exit "$rc"

@@ -1,0 +1,124 @@
+"""The task-group gathering study: depth 1 against depth 2 in one result set.
+
+The runs of the tg-WAKER-dDEPTH-SHARE-tTASKS workloads (workloads.py,
+guest/workloads/tg-gather.sh) of one label, paired by setting (waker, share,
+tasks): for each depth the group's CPU time against its entitlement, the
+waker's throughput per entitled CPU (so that depth 2 is held to what depth 1
+does with the same entitlement), how many CPUs carried the group, where its
+wakeups went; and whether depth 2 differs from depth 1 by the lab's one
+significance rule (stats.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import stats
+from . import workloads as workmod
+from .results import Run, find, read_runs
+from .util import LabError
+
+_NAME = re.compile(r"tg-(\w+)-d([12])-(seed|s[0-9.]+)-t(\d+)")
+RATIO = "tg achieved/entitled"
+SHOWN = (("tg cpus used", "CPUs used"), ("tg cpus entitled", "entitled"),
+         ("tg cpus carrying >=10% of its time", "CPUs >=10%"),
+         ("tg wakeups placed on a busy cpu", "wakeups on busy %"),
+         ("tg migrations per s", "migrations/s"))
+
+
+@dataclass
+class Side:
+    n: int
+    values: Dict[str, stats.Summary]
+    per_cpu: Optional[stats.Summary]     # throughput per entitled CPU
+
+
+def setting_of(workload: str) -> Optional[Tuple[str, str, str, str]]:
+    """(waker, share, tasks, depth) of a tg workload name."""
+    m = _NAME.fullmatch(workload)
+    return (m.group(1), m.group(3), m.group(4), m.group(2)) if m else None
+
+
+def throughput_metric(waker: str) -> str:
+    return workmod.TG_WAKERS[waker][2]
+
+
+def _side(runs: Sequence[Run], waker: str) -> Optional[Side]:
+    done = [r for r in runs if RATIO in r.metrics]
+    if not done:
+        return None
+    values = {}
+    for metric, _ in ((RATIO, ""),) + SHOWN:
+        xs = [r.metrics[metric]["value"] for r in done if metric in r.metrics]
+        if xs:
+            values[metric] = stats.summarize(xs, "count")
+    tp = throughput_metric(waker)
+    per: List[float] = []
+    for r in done:
+        if tp in r.metrics and r.metrics["tg cpus entitled"]["value"] > 0:
+            v = r.metrics[tp]["value"]
+            # A time (hackbench) is turned into work per second first.
+            v = 1.0 / v if r.metrics[tp].get("kind") == "time" and v > 0 else v
+            per.append(v / r.metrics["tg cpus entitled"]["value"])
+    return Side(len(done), values, stats.summarize(per, "count") if per else None)
+
+
+def table(label: str, markdown: bool = False) -> str:
+    runs = read_runs(find(label))
+    groups: Dict[Tuple[str, str, str], Dict[str, List[Run]]] = {}
+    for r in runs:
+        s = setting_of(r.workload or "")
+        if s:
+            groups.setdefault(s[:3], {}).setdefault(s[3], []).append(r)
+    if not groups:
+        raise LabError(f"{label}: no runs of tg-... workloads")
+    head = ["waker", "share", "tasks", "depth", "n", "achieved/entitled %", "CV%"] + \
+        [t for _, t in SHOWN] + ["throughput/entitled CPU", "CV%", "d2 vs d1"]
+    rows: List[List[str]] = []
+    for (waker, share, tasks), depths in sorted(groups.items()):
+        sides = {d: _side(rs, waker) for d, rs in depths.items()}
+        for d in sorted(sides):
+            side = sides[d]
+            if side is None:
+                rows.append([waker, share, tasks, d, "0"] + ["-"] * (len(head) - 5))
+                continue
+            ratio = side.values[RATIO]
+            row = [waker, share, tasks, d, str(side.n), f"{ratio.mean:.1f}",
+                   f"{ratio.cv_pct:.1f}"]
+            row += [f"{side.values[m].mean:.2f}" if m in side.values else "-" for m, _ in SHOWN]
+            if side.per_cpu:
+                row += [f"{side.per_cpu.mean:.4g}", f"{side.per_cpu.cv_pct:.1f}"]
+            else:
+                row += ["-", "-"]
+            row.append(_versus(sides, d))
+            rows.append(row)
+    return _render(head, rows, markdown) + "\n" + (
+        "d2 vs d1: depth 2's achieved/entitled and throughput per entitled CPU against "
+        "depth 1's, in % (negative: depth 2 gets less); * where it is significant "
+        f"({stats.SIGNIFICANCE_RULE}).\n")
+
+
+def _versus(sides: Dict[str, Optional[Side]], d: str) -> str:
+    one, two = sides.get("1"), sides.get("2")
+    if d != "2" or not one or not two:
+        return ""
+    parts = []
+    for a, b in ((one.values[RATIO], two.values[RATIO]), (one.per_cpu, two.per_cpu)):
+        if a is None or b is None or not a.mean:
+            parts.append("-")
+            continue
+        star = "*" if stats.significant(a, b) else ""
+        parts.append(f"{100.0 * (b.mean - a.mean) / a.mean:+.1f}%{star}")
+    return " / ".join(parts)
+
+
+def _render(head: List[str], rows: List[List[str]], markdown: bool) -> str:
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head)] + [fmt.format(*r) for r in rows])

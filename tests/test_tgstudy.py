@@ -1,0 +1,96 @@
+"""The task-group gathering study: its parser and the depth 1 vs 2 table."""
+
+import json
+
+import pytest
+
+from schedlab import parsers, tgstudy
+from schedlab.util import LabError
+
+
+def _metric(v, kind="count", hib=True):
+    return {"value": v, "unit": "", "kind": kind, "higher_is_better": hib}
+
+
+def write(folder, workload, ratios, entitled, tput, i0=0):
+    folder.mkdir(exist_ok=True)
+    for i, (r, t) in enumerate(zip(ratios, tput)):
+        run = {"label": folder.name, "workload": workload, "complete": True,
+               "metrics": {"tg achieved/entitled": _metric(r),
+                           "tg cpus entitled": _metric(entitled),
+                           "tg cpus used": _metric(r * entitled / 100),
+                           "dbench throughput": _metric(t, "rate")}}
+        (folder / f"run-{workload}-{i0 + i}.json").write_text(json.dumps(run))
+
+
+def test_depth_two_against_depth_one(tmp_path, monkeypatch):
+    d = tmp_path / "tg"
+    write(d, "tg-dbench-d1-seed-t8", [95, 96, 94], 8 / 3, [300, 310, 290])
+    write(d, "tg-dbench-d2-seed-t8", [50, 52, 48], 8 / 9, [60, 62, 58])
+    text = tgstudy.table(str(d))
+    row = [ln.split() for ln in text.splitlines() if ln.split()[:4] == ["dbench", "seed",
+                                                                          "8", "2"]][0]
+    # achieved/entitled 95 -> 50 (-47.4%); throughput per entitled CPU 112.5 -> 67.5 (-40%)
+    assert row[-3:] == ["-47.4%*", "/", "-40.0%*"]
+    assert "| waker |" in tgstudy.table(str(d), markdown=True)
+
+
+def test_no_tg_runs(tmp_path):
+    d = tmp_path / "x"
+    d.mkdir()
+    (d / "run-stress-100-0.json").write_text(json.dumps({"workload": "stress-100",
+                                                         "metrics": {}}))
+    with pytest.raises(LabError, match="no runs of tg-"):
+        tgstudy.table(str(d))
+
+
+TG_OUT = """tg: waker switch
+tg: depth 2
+tg: cgroup_id 4242
+tg: weight 29
+tg: cpus 8
+tg: tasks 8
+tg: entitled_by_weight 1.0078
+tg: entitled 1.0078
+tg: usage_usec 3000000
+tg: window_usec 10000000
+tg: waker_status 0
+Attaching 6 probes...
+tg: counting
+@rt[0]: 800000000
+@rt[3]: 150000000
+@rt[5]: 50000000
+@mig: 12
+@wakes: 1000
+@wakes_busy: 900
+@wakes_moved: 100
+@flips:
+[0, 4)               900 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+[4, 8)               100 |@@@@@                                               |
+
+@wflips:
+[0, 4)              1000 |@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@|
+
+tg: stopped
+
+@mig: 0
+@rt[7]: 1
+
+stress-ng: metrc: [123] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: metrc: [123]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: metrc: [123] switch           200000     10.00      1.00      4.00     20000.00       40000.00
+"""
+
+
+def test_parser():
+    m = parsers.tg_gather(TG_OUT)
+    assert m["tg cpus used"].value == pytest.approx(0.3)
+    assert m["tg achieved/entitled"].value == pytest.approx(100 * 0.3 / 1.0078)
+    assert m["tg cpus carrying >=10% of its time"].value == 2      # 80% and 15%
+    assert m["tg largest cpu share"].value == pytest.approx(80.0)
+    assert m["tg migrations per s"].value == pytest.approx(1.2)
+    assert m["tg wakeups placed on a busy cpu"].value == pytest.approx(90.0)
+    assert m["tg wakeups moved"].value == pytest.approx(10.0)
+    assert m["tg wakee wakee_flips median"].value == pytest.approx(1.5)
+    assert m["stress-ng switch bogo-ops/s"].value == pytest.approx(20000.0)
+    assert parsers.tg_gather("tg: waker switch\n") == {}
