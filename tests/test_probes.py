@@ -75,7 +75,7 @@ def test_workload_scripts_are_files():
 
 def test_tg_workloads_are_made_from_their_names():
     w = workmod.workload("tg-hackbench-d1-s1.5-t16")
-    assert w.command.endswith("tg-gather.sh hackbench 1 1.5 16") and not w.timed
+    assert w.command.endswith("tg-gather.sh hackbench 1 1.5 16") and w.timed
     assert "bpftrace" in w.tools and "hackbench" in w.tools
     assert workmod.workload("tg-dbench-d2-seed-t4").timed
     for bad in ("tg-dbench-d3-seed-t4", "tg-nope-d1-seed-t4", "tg-dbench-d1-s-t4"):
@@ -96,6 +96,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r"migrations per s|cpu busy|"
         r"hackbench time|perf sched \w+ time|stress-ng \w+ bogo-ops/s|"
         r"tg (achieved/entitled|cpus carrying >=10% of its time|wakeups placed on a busy cpu)|"
+        r"hackbench rounds per s|"
         r"(dbench|tbench) throughput|schbench rps|"
         r"should_we_balance mean time \(funclatency\))$")
     names = [m.name for m in probemod.catalogue()] + [

@@ -353,7 +353,9 @@ def tg_gather(text: str) -> Dict[str, Metric]:
     if waker == "dbench":
         out.update(dbench(text))
     elif waker == "hackbench":
-        out.update(hackbench(text))
+        if "rounds" in tg:
+            out["hackbench rounds per s"] = Metric(float(tg["rounds"]) / secs, "rounds/s",
+                                                   "rate", True)
     else:
         out.update({k: v for k, v in stress_ng(text).items() if k.endswith("bogo-ops/s")})
     return out

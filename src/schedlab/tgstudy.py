@@ -58,10 +58,7 @@ def _side(runs: Sequence[Run], waker: str) -> Optional[Side]:
     per: List[float] = []
     for r in done:
         if tp in r.metrics and r.metrics["tg cpus entitled"]["value"] > 0:
-            v = r.metrics[tp]["value"]
-            # A time (hackbench) is turned into work per second first.
-            v = 1.0 / v if r.metrics[tp].get("kind") == "time" and v > 0 else v
-            per.append(v / r.metrics["tg cpus entitled"]["value"])
+            per.append(r.metrics[tp]["value"] / r.metrics["tg cpus entitled"]["value"])
     return Side(len(done), values, stats.summarize(per, "count") if per else None)
 
 

@@ -93,8 +93,8 @@ _add(Workload("tbench", _script("tbench.sh"), parsers.dbench, ("tbench", "tbench
 # CPUs at either depth); any such name is a workload, these are listed.
 TG_WAKERS = {
     "dbench": ("dbench clients", ("dbench",), "dbench throughput"),
-    "hackbench": ("hackbench threads over pipes, each sender to every receiver",
-                  ("hackbench",), "hackbench time"),
+    "hackbench": ("hackbench threads over pipes, each sender to every receiver, in rounds "
+                  "of 20 loops", ("hackbench",), "hackbench rounds per s"),
     "fifo": ("stress-ng fifo, one writer waking TASKS-1 readers", ("stress-ng",),
              "stress-ng fifo bogo-ops/s"),
     "pipeherd": ("stress-ng pipeherd, 100 processes passing a token over one pipe",
@@ -125,7 +125,7 @@ def tg_workload(name: str) -> Optional[Workload]:
                                   else share[1:], tasks),
                     parsers.tg_gather, ("bpftrace", "stress-ng", *tools),
                     f"{what}, {tasks} tasks in a group at depth {depth}, {entitled}, every "
-                    "CPU kept busy by sibling groups", timed=waker != "hackbench",
+                    "CPU kept busy by sibling groups",
                     results=TG_RESULTS + (throughput,), sweep="tg achieved/entitled")
 
 

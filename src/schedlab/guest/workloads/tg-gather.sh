@@ -31,7 +31,7 @@ tasks=${4:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
 : "${NCPU:?} ${SECS:?}"
 here=$(cd "$(dirname "$0")" && pwd)
 cgr=/sys/fs/cgroup
-warmup=3
+warmup=5
 
 die() { echo "tg-gather: $*" >&2; exit 2; }
 case $waker in dbench|hackbench|fifo|pipeherd|switch|cpu) ;; *) die "unknown waker $waker" ;; esac
@@ -140,32 +140,51 @@ done
 sleep "$warmup"
 
 usage() { awk '$1 == "usage_usec" { print $2 }' "$cgr/$g/cpu.stat"; }
+rounds() { grep -c '^Time:' "$pd/waker.txt"; }
+# The waker runs past the window (warm-up, SECS, 2 s) and stops by itself,
+# so that it prints its own totals; hackbench, a fixed amount of work, runs
+# in rounds until told to stop, and its rounds inside the window are counted.
+runtime=$(( warmup + SECS + 2 ))
 run_waker() (	# a subshell: it moves itself into the group, then execs
 	echo "$BASHPID" > "$cgr/$g/cgroup.procs" || exit 1
 	case $waker in
-		dbench) cd /tmp && exec dbench -t "$SECS" "$tasks" ;;
-		hackbench) exec hackbench -T -p -g 1 -f $(( tasks / 2 )) -l 200 ;;
-		fifo) exec stress-ng --fifo 1 --fifo-readers $(( tasks - 1 )) --timeout "${SECS}s" \
+		dbench) cd /tmp && exec dbench -t "$runtime" "$tasks" ;;
+		hackbench)
+			while [ ! -e "$pd/stop" ]; do
+				hackbench -T -p -g 1 -f $(( tasks / 2 )) -l 20 || exit
+			done ;;
+		fifo) exec stress-ng --fifo 1 --fifo-readers $(( tasks - 1 )) \
+				--timeout "${runtime}s" --metrics-brief ;;
+		pipeherd) exec stress-ng --pipeherd 1 --timeout "${runtime}s" --metrics-brief ;;
+		switch) exec stress-ng --switch $(( tasks / 2 )) --timeout "${runtime}s" \
 				--metrics-brief ;;
-		pipeherd) exec stress-ng --pipeherd 1 --timeout "${SECS}s" --metrics-brief ;;
-		switch) exec stress-ng --switch $(( tasks / 2 )) --timeout "${SECS}s" --metrics-brief ;;
-		cpu) exec stress-ng --cpu "$tasks" --cpu-load 100 --timeout "${SECS}s" --metrics-brief ;;
+		cpu) exec stress-ng --cpu "$tasks" --cpu-load 100 --timeout "${runtime}s" \
+				--metrics-brief ;;
 	esac
 )
+run_waker > "$pd/waker.txt" 2>&1 &
+wk=$!
+pids+=("$wk")
+sleep "$warmup"
 "$pd/tg-on"
 u0=$(usage)
+r0=$(rounds)
 t0=$EPOCHREALTIME
-run_waker > "$pd/waker.txt" 2>&1
-rc=$?
-t1=$EPOCHREALTIME
+sleep "$SECS"
 u1=$(usage)
+r1=$(rounds)
+t1=$EPOCHREALTIME
 "$pd/tg-off"
+touch "$pd/stop"
+wait "$wk"
+rc=$?
 for _ in $(seq 120); do
 	grep -q "tg: stopped" "$pd/probe.txt" && break
 	sleep 0.5
 done
 echo "tg: usage_usec $(( u1 - u0 ))"
 echo "tg: window_usec $(( ${t1/./} - ${t0/./} ))"
+[ "$waker" = hackbench ] && echo "tg: rounds $(( r1 - r0 ))"
 echo "tg: waker_status $rc"
 cat "$pd/probe.txt"
 cat "$pd/waker.txt"
