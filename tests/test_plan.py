@@ -143,3 +143,10 @@ def test_every_plan_measures_a_cost_probe_alone():
     with pytest.raises(LabError):
         planmod.Plan(pipeline.INTEGRATION.workloads, ("swb", "swb-cost"))
     assert "swb" in pipeline.INTEGRATION.probes and "latency" in pipeline.INTEGRATION.probes
+
+
+def test_a_workload_can_ask_for_a_longer_time_limit():
+    from schedlab import plan as planmod
+    p = planmod.make_plan("stress-50,tg-switch-d2-seed-t8", "migrate", seconds=10)
+    assert p.limit == 300
+    assert planmod.make_plan("stress-50", "migrate", seconds=60).limit == 360

@@ -27,11 +27,13 @@ def test_depth_two_against_depth_one(tmp_path, monkeypatch):
     d = tmp_path / "tg"
     write(d, "tg-dbench-d1-seed-t8", [95, 96, 94], 8 / 3, [300, 310, 290])
     write(d, "tg-dbench-d2-seed-t8", [50, 52, 48], 8 / 9, [60, 62, 58])
+    write(d, "tg-cpu-d2-seed-t8", [80, 80, 80], 8 / 9, [1, 1, 1])
     text = tgstudy.table(str(d))
     row = [ln.split() for ln in text.splitlines() if ln.split()[:4] == ["dbench", "seed",
                                                                           "8", "2"]][0]
     # achieved/entitled 95 -> 50 (-47.4%); throughput per entitled CPU 112.5 -> 67.5 (-40%)
     assert row[-3:] == ["-47.4%*", "/", "-40.0%*"]
+    assert row[7] == "62"                # 50 / 80: of the control at depth 2
     assert "| waker |" in tgstudy.table(str(d), markdown=True)
 
 

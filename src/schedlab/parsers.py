@@ -320,6 +320,10 @@ def tg_gather(text: str) -> Dict[str, Metric]:
     used = usage / window
     out["tg cpus used"] = Metric(used, "CPUs", "count", True)
     out["tg cpus entitled"] = Metric(entitled, "CPUs", "count", True)
+    if "busy_usage_usec" in tg and "cpus" in tg:
+        # Every CPU's time over the window, as the groups' cpu.stat saw it.
+        out["tg all groups' cpus used"] = Metric(
+            (usage + float(tg["busy_usage_usec"])) / window, "CPUs", "count", True)
     if entitled > 0:
         out["tg achieved/entitled"] = Metric(100.0 * used / entitled, "%", "count", True)
     # The probe's maps as printed when the window closed; what bpftrace

@@ -69,7 +69,7 @@ class Plan:
     @property
     def limit(self) -> int:
         """The time limit of one workload run."""
-        return max(120, 6 * self.seconds)
+        return max(120, 6 * self.seconds, *(w.min_limit for w in self.workloads))
 
     def names(self) -> List[str]:
         return [w.name for w in self.workloads]

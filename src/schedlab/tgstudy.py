@@ -22,6 +22,7 @@ from .util import LabError
 
 _NAME = re.compile(r"tg-(\w+)-d([12])-(seed|s[0-9.]+)-t(\d+)")
 RATIO = "tg achieved/entitled"
+CONTROL = "cpu"
 SHOWN = (("tg cpus used", "CPUs used"), ("tg cpus entitled", "entitled"),
          ("tg cpus carrying >=10% of its time", "CPUs >=10%"),
          ("tg wakeups placed on a busy cpu", "wakeups on busy %"),
@@ -71,8 +72,18 @@ def table(label: str, markdown: bool = False) -> str:
             groups.setdefault(s[:3], {}).setdefault(s[3], []).append(r)
     if not groups:
         raise LabError(f"{label}: no runs of tg-... workloads")
-    head = ["waker", "share", "tasks", "depth", "n", "achieved/entitled %", "CV%"] + \
-        [t for _, t in SHOWN] + ["throughput/entitled CPU", "CV%", "d2 vs d1"]
+    head = ["waker", "share", "tasks", "depth", "n", "achieved/entitled %", "CV%",
+            "of control %"] + [t for _, t in SHOWN] + ["throughput/entitled CPU", "CV%",
+                                                       "d2 vs d1"]
+    # The control (CPU hogs) of each share and depth: what the machine gives a
+    # group that never wakes anyone, with the same weights.
+    control: Dict[Tuple[str, str], float] = {}
+    for (waker, share, _tasks), depths in groups.items():
+        if waker == CONTROL:
+            for d, rs in depths.items():
+                side = _side(rs, waker)
+                if side:
+                    control[(share, d)] = side.values[RATIO].mean
     rows: List[List[str]] = []
     for (waker, share, tasks), depths in sorted(groups.items()):
         sides = {d: _side(rs, waker) for d, rs in depths.items()}
@@ -82,8 +93,9 @@ def table(label: str, markdown: bool = False) -> str:
                 rows.append([waker, share, tasks, d, "0"] + ["-"] * (len(head) - 5))
                 continue
             ratio = side.values[RATIO]
+            ctl = control.get((share, d))
             row = [waker, share, tasks, d, str(side.n), f"{ratio.mean:.1f}",
-                   f"{ratio.cv_pct:.1f}"]
+                   f"{ratio.cv_pct:.1f}", f"{100 * ratio.mean / ctl:.0f}" if ctl else "-"]
             row += [f"{side.values[m].mean:.2f}" if m in side.values else "-" for m, _ in SHOWN]
             if side.per_cpu:
                 row += [f"{side.per_cpu.mean:.4g}", f"{side.per_cpu.cv_pct:.1f}"]
@@ -94,7 +106,8 @@ def table(label: str, markdown: bool = False) -> str:
     return _render(head, rows, markdown) + "\n" + (
         "d2 vs d1: depth 2's achieved/entitled and throughput per entitled CPU against "
         "depth 1's, in % (negative: depth 2 gets less); * where it is significant "
-        f"({stats.SIGNIFICANCE_RULE}).\n")
+        f"({stats.SIGNIFICANCE_RULE}). of control: achieved/entitled over that of the "
+        "control (waker cpu: hogs that never wake anyone) at the same share and depth.\n")
 
 
 def _versus(sides: Dict[str, Optional[Side]], d: str) -> str:

@@ -214,12 +214,20 @@ partitions() {
 }
 
 # --- switches --------------------------------------------------------------
-# Scheduler features both kernels have, and the series' debugfs knob
-# through its range (ending with a value it must refuse), each restored.
+# Scheduler features both kernels have, each turned off and on and then
+# restored; the series' own features (off by default), where the kernel
+# has them, turned on for one round and off for the next, so that the load
+# runs with each of them on half of the time; and the series' debugfs knob
+# through its range (ending with a value it must refuse).
 FEATURES="NI_RANDOM NEXT_BUDDY CACHE_HOT_BUDDY SIS_UTIL LB_MIN TTWU_QUEUE WA_BIAS UTIL_EST"
+SERIES_FEATURES="SIS_GROUP_IDLE"
+has_feature() { grep -qE "(^| )(NO_)?$1( |\$)" "$feat"; }
 flips() {
-	local f on knob_values v
+	local f on knob_values v series=() round=0
 	knob_values="0 100000 250000 500000 1000000 never 0"
+	for f in $SERIES_FEATURES; do
+		has_feature "$f" && series+=("$f")
+	done
 	urgent
 	while alive; do
 		for f in $FEATURES; do
@@ -232,6 +240,12 @@ flips() {
 			fi
 			echo "${on}$f" > "$feat"
 		done
+		round=$(( round + 1 ))
+		for f in "${series[@]}"; do
+			(( round % 2 )) && on= || on=NO_
+			if echo "${on}$f" > "$feat"; then count flip "${on}$f"
+			else log "flip: ${on}$f refused"; fi
+		done
 		if [ -e "$knob" ]; then
 			for v in $knob_values; do
 				if echo "$v" > "$knob"; then count flip "knob $v"
@@ -242,6 +256,7 @@ flips() {
 			fi
 		fi
 	done
+	for f in "${series[@]}"; do echo "NO_$f" > "$feat"; done
 }
 
 # The load keeps every CPU partly busy, not saturated: one host thread runs

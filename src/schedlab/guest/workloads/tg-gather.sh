@@ -139,7 +139,8 @@ for b in "${busy[@]}"; do
 done
 sleep "$warmup"
 
-usage() { awk '$1 == "usage_usec" { print $2 }' "$cgr/$g/cpu.stat"; }
+usage() { awk '$1 == "usage_usec" { print $2 }' "$cgr/${1:-$g}/cpu.stat"; }
+busy_usage() { local b s=0; for b in "${busy[@]}"; do s=$(( s + $(usage "$b") )); done; echo $s; }
 rounds() { grep -c '^Time:' "$pd/waker.txt"; }
 # The waker runs past the window (warm-up, SECS, 2 s) and stops by itself,
 # so that it prints its own totals; hackbench, a fixed amount of work, runs
@@ -168,10 +169,12 @@ pids+=("$wk")
 sleep "$warmup"
 "$pd/tg-on"
 u0=$(usage)
+b0=$(busy_usage)
 r0=$(rounds)
 t0=$EPOCHREALTIME
 sleep "$SECS"
 u1=$(usage)
+b1=$(busy_usage)
 r1=$(rounds)
 t1=$EPOCHREALTIME
 "$pd/tg-off"
@@ -183,6 +186,9 @@ for _ in $(seq 120); do
 	sleep 0.5
 done
 echo "tg: usage_usec $(( u1 - u0 ))"
+# The busy groups' CPU time too: with the group's, it should add up to
+# about every CPU over the window (a check on the accounting).
+echo "tg: busy_usage_usec $(( b1 - b0 ))"
 echo "tg: window_usec $(( ${t1/./} - ${t0/./} ))"
 [ "$waker" = hackbench ] && echo "tg: rounds $(( r1 - r0 ))"
 echo "tg: waker_status $rc"
