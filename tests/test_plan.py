@@ -102,6 +102,27 @@ def test_knobs_are_written_checked_and_restored(tmp_path):
     assert not (out / "knob-error.txt").exists()
 
 
+def test_a_feature_is_switched_for_the_plan_and_put_back(tmp_path):
+    # sched/features lists every feature and takes one NAME or NO_NAME per
+    # write; a plain file stands in for it (a write replaces its text).
+    plan, d, knob_dir = _fake_plan(tmp_path, [("features", "SIS_GROUP_IDLE")],
+                                   f"cat {tmp_path}/sched/features; echo Time: 1")
+    (knob_dir / "features").write_text("GENTLE_FAIR NO_SIS_GROUP_IDLE SIS_UTIL\n")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "fake-0" / "workload.txt").read_text().startswith("SIS_GROUP_IDLE\n")
+    assert (out / "knobs.txt").read_text() == "features=SIS_GROUP_IDLE\n"
+    assert (knob_dir / "features").read_text() == "NO_SIS_GROUP_IDLE\n"   # as it was
+
+
+def test_a_feature_the_kernel_lacks_stops_the_plan(tmp_path):
+    plan, d, knob_dir = _fake_plan(tmp_path, [("features", "SIS_GROUP_IDLE")])
+    (knob_dir / "features").write_text("GENTLE_FAIR SIS_UTIL\n")     # base kernel
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 3 and not (out / "fake-0").exists()
+    assert "not a feature of this kernel" in (out / "knob-error.txt").read_text()
+
+
 def test_a_missing_knob_stops_the_plan(tmp_path):
     plan, d, _ = _fake_plan(tmp_path, [("no_such_knob", "1")])
     out, proc = _run_plan(tmp_path, d)

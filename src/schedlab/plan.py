@@ -34,7 +34,7 @@ def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
             raise LabError(f"--knob {item!r}: expected NAME=VALUE, NAME a file in "
                            f"{KNOB_DIR}/ (e.g. newidle_min_avg_idle_ns=500000)")
         if name in out:
-            raise LabError(f"--knob {name} is given twice")
+            raise LabError(f"--knob {name} is given twice (for features: one per plan)")
         out[name] = value
     return out
 

@@ -68,6 +68,24 @@ if [ -s "$PLAN/knobs.txt" ]; then
 			echo "$name: $f is not there or not writable (a kernel without the patch?)" > "$OUT/knob-error.txt"
 			exit 3
 		fi
+		if [ "$name" = features ]; then
+			# One feature, NAME or NO_NAME: it must then be listed so, and
+			# it is put back as it was.
+			feature=${value#NO_}
+			if ! grep -qE "(^| )(NO_)?$feature( |\$)" "$f"; then
+				echo "features: $feature is not a feature of this kernel" > "$OUT/knob-error.txt"
+				exit 3
+			fi
+			KNOBS_SET+=("$f")
+			if grep -qE "(^| )NO_$feature( |\$)" "$f"; then KNOBS_OLD+=("NO_$feature")
+			else KNOBS_OLD+=("$feature"); fi
+			if ! echo "$value" > "$f" 2>/dev/null || ! grep -qE "(^| )$value( |\$)" "$f"; then
+				echo "features: writing $value did not take" > "$OUT/knob-error.txt"
+				exit 3
+			fi
+			echo "features=$value" >> "$OUT/knobs.txt"
+			continue
+		fi
 		KNOBS_SET+=("$f")
 		KNOBS_OLD+=("$(cat "$f")")
 		if ! echo "$value" > "$f" 2>/dev/null || [ "$(cat "$f")" != "$value" ]; then
