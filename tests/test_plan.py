@@ -171,3 +171,12 @@ def test_a_workload_can_ask_for_a_longer_time_limit():
     p = planmod.make_plan("stress-50,tg-switch-d2-seed-t8", "migrate", seconds=10)
     assert p.limit == 300
     assert planmod.make_plan("stress-50", "migrate", seconds=60).limit == 360
+
+
+def test_the_estimate_counts_a_workload_s_own_overhead():
+    # The VM's time limit is three times the estimate: a plan of tg runs,
+    # each about two minutes under TCG, must not be stopped halfway.
+    from schedlab import measure
+    p = planmod.make_plan(",".join(f"tg-switch-d{d}-seed-t8" for d in (1, 2)), "migrate",
+                          runs=3, seconds=10)
+    assert measure.estimate_seconds(p) == 90 + 6 * (10 + 25 + 80)

@@ -37,7 +37,7 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
     # the tools' trials before the first run about a minute.
     per = {True: plan.seconds + (25 if accel == "tcg" else 10),
            False: 35 if accel == "tcg" else 20}
-    return 90 + sum(per[w.timed] for w in plan.workloads) * plan.runs
+    return 90 + sum(per[w.timed] + w.overhead for w in plan.workloads) * plan.runs
 
 
 class Progress:
