@@ -43,6 +43,9 @@ def test_table_text_and_markdown(tmp_path):
     md = c.table(rs, "base", "patched", markdown=True).splitlines()
     assert md[0] == "| workload | metric | base mean | CV% | patched mean | CV% | pct imp | sig |"
     assert md[2].startswith("| hackbench-process | hackbench time (s) | 10.0 | 1.00 |")
+    each = c.table(rs, "base", "patched", markdown=True, each=True).splitlines()
+    assert each[0].endswith("| sig | base runs | patched runs |")
+    assert each[2].endswith("| 10.0 10.1 9.900 | 10.0 10.2 9.800 |")
 
 
 def test_mixed_settings_are_refused(tmp_path):

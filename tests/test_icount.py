@@ -66,8 +66,48 @@ def test_cost_probe_metrics_per_level_less_the_overhead():
     assert r.problems and "should_we_balance instructions per call, median (SMT)" not in r.metrics
 
 
+def test_wake_path_keys_calls_by_where_the_task_goes():
+    # Keyed by prev_cpu at entry (3 calls from prev 1, 2 from prev 5), by the
+    # path at exit: 2 (to its previous cpu) and 1 (to the waker's cpu).
+    text = ("@wkp_calls[1]: 3\n@wkp_calls[5]: 2\n@wkp_n[2]: 3\n@wkp_n[1]: 1\n"
+            "@wkp_long[1]: 1\n" + _lhist("wkp", 2, {830: 3}) + _lhist("wkp", 1, {900: 1}))
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, overhead=611.0)
+    probemod.PROBES["wake-path"].parse(p)
+    m, f = p.metrics, "select_task_rq_fair"
+    assert m[f"{f} instructions per call, median (to its previous cpu)"].value == 217
+    assert m[f"{f} instructions per call, median (to the waker's cpu)"].value == 287
+    assert m[f"{f} calls (to the waker's cpu)"].value == 2
+    assert m[f"{f} calls"].value == 5 and m[f"{f} calls lost to nesting"].value == 0
+    assert not any("level" in k for k in m) and not p.problems
+    # Pairs (previous cpu, waker's cpu) by the guest's cores: 0-3 and 4-7.
+    pairs = "@wkp_pair[1, 2]: 6\n@wkp_pair[2, 5]: 3\n@wkp_pair[4, 4]: 1\n"
+    cores = parsers.parse_cores("0 0-3\n1 0-3\n2 0-3\n3 0-3\n4 4-7\n5 4-7\n6 4,6\nx y\n")
+    assert cores[5] == 4 and cores[6] == 4 and len(cores) == 7
+    q = probemod.Parsed(parsers.bpftrace_maps(text + pairs), 3.0, text + pairs,
+                        overhead=611.0, core_of=cores)
+    probemod.PROBES["wake-path"].parse(q)
+    share = {k.rsplit(": ", 1)[1]: v.value for k, v in q.metrics.items() if "waker's cpu: " in k}
+    assert share == {"same cpu": 10.0, "same core": 60.0, "other core": 30.0}
+    assert not any("waker's cpu: " in k for k in m)     # no cores.txt: no shares
+    prog = probemod.PROBES["wake-path"].bpftrace("kfunc")
+    assert "$k = args->prev_cpu;" in prog
+    assert prog.index("$d = nsecs - @wkp_t0[cpu]") < prog.index("$l = (retval == @wkp_lv[cpu]")
+
+
+def test_wake_depth_tags_each_depth():
+    text = ("@wkd_calls[0]: 4\n@wkd_calls[2]: 2\n@wkd_n[0]: 4\n@wkd_n[2]: 2\n"
+            + _lhist("wkd", 0, {830: 4}) + _lhist("wkd", 2, {1000: 2}))
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, overhead=611.0)
+    probemod.PROBES["wake-depth"].parse(p)
+    f = "select_task_rq_fair instructions per call, median"
+    assert p.metrics[f + " (wakee depth 0)"].value == 217
+    assert p.metrics[f + " (wakee depth 2)"].value == 387 and not p.problems
+    assert "$k = args->p->se.depth;" in probemod.PROBES["wake-depth"].bpftrace("kfunc")
+
+
 def test_cost_programs_fill_every_placeholder():
-    for p in (*probemod.COST_PROBES, probemod.CALIBRATION):
+    for p in (*probemod.COST_PROBES, probemod.WAKE_PATH, probemod.WAKE_DEPTH,
+              probemod.CALIBRATION):
         for method in ("kfunc", "kprobe"):
             text = p.bpftrace(method)
             assert "%" not in text.replace("%d", ""), (p.name, method)

@@ -371,7 +371,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if plots is None and not args.no_plots:
         plots = b_dir.parent / f"{a_dir.name}-vs-{b_dir.name}-plots"
     only = comparemod.HEADLINE if args.headline else args.only
-    say(comparemod.compare_and_plot(a_dir, b_dir, args.markdown, plots, only))
+    say(comparemod.compare_and_plot(a_dir, b_dir, args.markdown, plots, only, args.each))
     return 0
 
 
@@ -383,6 +383,8 @@ def add_compare(sub: Sub) -> None:
     s.add_argument("--plots", type=Path, metavar="DIR",
                    help="where the PNG plots go (default results/A-vs-B-plots)")
     s.add_argument("--no-plots", action="store_true")
+    s.add_argument("--each", action="store_true",
+                   help="also every run's value, in run order (one per boot of an 'ab' arm)")
     pick = s.add_mutually_exclusive_group()
     pick.add_argument("--only", metavar="REGEX", help="only the metrics matching REGEX")
     pick.add_argument("--headline", action="store_true",

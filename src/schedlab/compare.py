@@ -82,6 +82,8 @@ class Row:
     b: stats.Summary
     imp: float | None
     sig: bool
+    a_vals: Tuple[float, ...] = ()
+    b_vals: Tuple[float, ...] = ()
 
 
 def by_metric(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
@@ -104,7 +106,8 @@ def rows(a: List[dict], b: List[dict]) -> List[Row]:
         sa = stats.summarize([m["value"] for m in ma], kind)
         sb = stats.summarize([m["value"] for m in mb], kind)
         out.append(Row(key[0], key[1], ma[0]["unit"], sa, sb,
-                       stats.pct_improvement(sa.mean, sb.mean, hib), stats.significant(sa, sb)))
+                       stats.pct_improvement(sa.mean, sb.mean, hib), stats.significant(sa, sb),
+                       tuple(m["value"] for m in ma), tuple(m["value"] for m in mb)))
     return out
 
 
@@ -129,14 +132,18 @@ def render_table(head: List[str], body: List[List[str]], markdown: bool) -> List
     return [fmt.format(*head)] + [fmt.format(*row) for row in body]
 
 
-def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False) -> str:
+def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False,
+          each: bool = False) -> str:
+    """EACH: also every run's value, in run order (boots of an 'ab' arm)."""
     head = ["workload", "metric", f"{a_name} mean", "CV%", f"{b_name} mean", "CV%",
-            "pct imp", "sig"]
+            "pct imp", "sig"] + ([f"{a_name} runs", f"{b_name} runs"] if each else [])
     body = []
     for r in rs:
         imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
         body.append([r.workload, f"{r.metric} ({r.unit})", _fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
-                     _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""])
+                     _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""]
+                    + ([" ".join(_fmt(x) for x in r.a_vals), " ".join(_fmt(x) for x in r.b_vals)]
+                       if each else []))
     lines = render_table(head, body, markdown)
     lines.append("")
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
@@ -202,7 +209,7 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
 
 
 def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path],
-                     only: Optional[str] = None) -> str:
+                     only: Optional[str] = None, each: bool = False) -> str:
     """The table of B against A (rows matching ONLY), and the plots into PLOTS."""
     a, b = load_runs(a_dir), load_runs(b_dir)
     check_comparable(a, b)
@@ -212,7 +219,7 @@ def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[P
     shown = select(rs, only)
     if not shown:
         raise LabError(f"--only {only!r} matches no metric")
-    text = table(shown, a_dir.name, b_dir.name, markdown=markdown)
+    text = table(shown, a_dir.name, b_dir.name, markdown=markdown, each=each)
     if plots:
         from . import plots as plotmod
         files = plotmod.write_plots(a, b, rs, a_dir.name, b_dir.name, plots)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -259,6 +259,29 @@ def bpftrace_value_counts(text: str, name: str, step: int = 1) -> Dict[str, List
         if m and m.group(1) == name:
             out.setdefault(m.group(2).strip(), {})[int(m.group(3))] = int(m.group(4))
     return {k: [(v, v + step - 1, c) for v, c in sorted(d.items())] for k, d in out.items()}
+
+
+def bpftrace_pairs(text: str, name: str) -> Dict[Tuple[int, int], int]:
+    """A count map keyed by two integers: @name[a, b]: count (the last print wins)."""
+    out: Dict[Tuple[int, int], int] = {}
+    for line in text.splitlines():
+        m = _PAIR.match(line.strip())
+        if m and m.group(1) == name:
+            out[(int(m.group(2)), int(m.group(3)))] = int(m.group(4))
+    return out
+
+
+def parse_cores(text: str) -> Dict[int, int]:
+    """cores.txt ('CPU SIBLINGS' per line, SIBLINGS as in sysfs: 0-3 or 0,4)
+    as CPU -> the first CPU of its core."""
+    out: Dict[int, int] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            first = parts[1].replace("-", ",").split(",")[0]
+            if first.isdigit():
+                out[int(parts[0])] = int(first)
+    return out
 
 
 def hist_median(buckets: List[tuple]) -> Optional[float]:

@@ -54,6 +54,8 @@ class Parsed:
     latency_out: str = ""
     latency_tool: str = "none"
     overhead: Optional[float] = None      # the cost probes' own instructions per call
+    core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
+    schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
@@ -181,27 +183,41 @@ for _t in parsers.IDLE_TYPES:
                                plot="time" if _t == "newidle" else "", rank=2))
 
 def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]], top: int,
-               step: int = 1, nargs: int = 1, key_out: str = "") -> Probe:
+               step: int = 1, nargs: int = 1, key_out: str = "",
+               entry_key: Optional[Tuple[str, str]] = None,
+               paths: Optional[Dict[str, str]] = None, pairs: bool = False,
+               key_tag: str = "") -> Probe:
     """Instructions per call of FUNC by sched domain (guest/bt/cost.bt; SD is the
     domain's expression at entry per attach method, None for a function without):
     meant for --accel icount, where the guest clock counts instructions.  Calls
     up to TOP go into STEP-wide buckets; NARGS: the trampoline restores that
-    many arguments inside the window (one instruction each)."""
+    many arguments inside the window (one instruction each).  With PATHS, the
+    calls are keyed at exit instead, by KEY_OUT (which may read what ENTRY_KEY
+    stored at entry in @PREFIX_lv[cpu]), and PATHS names each key's value.
+    PAIRS: also count the calls by (entry key, cpu) in @PREFIX_pair, before the
+    clock read at entry.  KEY_TAG: the metrics' tag for ENTRY_KEY's values
+    ('wakee depth 2')."""
     def parse(p: Parsed) -> None:
-        _cost(p, func, prefix, nargs, step)
+        _cost(p, func, prefix, nargs, step, paths, key_tag)
+        if pairs:
+            _pairs(p, func, prefix)
     lv = f"@{prefix}_lv[cpu]"
     kf, kp = sd or ("", "")
-    key = (f"{kf}->level", f"{kp}->level") if sd else ("0", "0")
+    key = (f"{kf}->level", f"{kp}->level") if sd else entry_key or ("0", "0")
     store = (f"@{prefix}_name[$k] = str({kf}->name);",
              f"@{prefix}_name[$k] = str({kp}->name);") if sd else ("", "")
+    if pairs:
+        pair = f"@{prefix}_pair[$k, cpu] = count();"
+        store = (f"{store[0]} {pair}", f"{store[1]} {pair}")
     params = (("%FUNC%", func, func), ("%P%", prefix, prefix), ("%KEY%", *key),
               ("%NAME%", *store), ("%KEY_OUT%", key_out or lv, key_out or lv),
               ("%TOP%", str(top), str(top)), ("%STEP%", str(step), str(step)))
     over = f"{func} calls over {top} instructions (interrupted or straddling a vCPU switch)"
-    return Probe(name, f"{func}(): instructions per call by sched domain (with --accel "
-                 "icount)", (func,),
+    by = ("by where the task goes" if paths else f"by {key_tag}" if key_tag
+          else "by sched domain")
+    return Probe(name, f"{func}(): instructions per call {by} (with --accel icount)", (func,),
                  tuple(f"{prefix}_{m}" for m in ("calls", "long", "n", "d")
-                       + (("name",) if sd else ())),
+                       + (("name",) if sd else ()) + (("pair",) if pairs else ())),
                  (MetricSpec(f"{func} instructions per call, median", "instructions",
                              headline=True, per_domain=True),
                   MetricSpec(f"{func} instructions per call, mean", "instructions",
@@ -210,28 +226,43 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
                  "cost", params)
 
 
-def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int) -> None:
-    """Per sched domain, over the calls up to the histogram's top: the median
-    and the mean instructions per call, less the probe's own (the calibrated
-    overhead, plus one per argument beyond the calibration function's one);
-    the calls, those over the top, and those lost to nesting."""
+def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int,
+          paths: Optional[Dict[str, str]] = None, key_tag: str = "") -> None:
+    """Per sched domain (or per path), over the calls up to the histogram's top:
+    the median and the mean instructions per call, less the probe's own (the
+    calibrated overhead, plus one per argument beyond the calibration function's
+    one); the calls, those over the top, and those lost to nesting (with paths,
+    a call is keyed when it returns: the lost ones are counted only in total)."""
     hists = parsers.bpftrace_value_counts(p.probe_out, f"{prefix}_d", step)
     names = parsers.bpftrace_string_maps(p.probe_out).get(f"{prefix}_name", {})
-    keys = sorted((k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")),
-                  key=int)
     if p.overhead is None:
         p.problems.append(f"{func}: no calibrated overhead: instructions per call not given")
     over = (p.overhead or 0.0) + (nargs - 1)
-    for key in keys:
+    top = next(m.name for m in PROBES_BY_FUNC[func].metrics if " calls over " in m.name)
+    if paths:
+        keyed = {k[k.index("[") + 1:-1] for k in p.maps
+                 if k.startswith((f"{prefix}_n[", f"{prefix}_long["))}
+        calls = sum(v for k, v in p.maps.items() if k.startswith(f"{prefix}_calls["))
+        done = sum(v for k, v in p.maps.items()
+                   if k.startswith((f"{prefix}_n[", f"{prefix}_long[")))
+        p.metrics[f"{func} calls"] = Metric(calls, "calls", "count", False)
+        p.metrics[f"{func} calls lost to nesting"] = Metric(calls - done, "calls", "count",
+                                                            False)
+        names = {k: paths.get(k, "path " + k) for k in keyed}
+    else:
+        keyed = {k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")}
+        if key_tag:
+            names = {k: f"{key_tag} {k}" for k in keyed}
+    for key in sorted(keyed, key=int):
         tag = f" ({names.get(key, 'level ' + key)})" if names else ""
-        calls = p.maps[f"{prefix}_calls[{key}]"]
         n, long_ = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_long[{key}]", 0.0)
+        calls = n + long_ if paths else p.maps[f"{prefix}_calls[{key}]"]
         buckets = hists.get(key, [])
-        top = next(m.name for m in PROBES_BY_FUNC[func].metrics if " calls over " in m.name)
         p.metrics[f"{func} calls{tag}"] = Metric(calls, "calls", "count", False)
         p.metrics[top + tag] = Metric(long_, "calls", "count", False)
-        p.metrics[f"{func} calls lost to nesting{tag}"] = Metric(calls - n - long_, "calls",
-                                                                   "count", False)
+        if not paths:
+            p.metrics[f"{func} calls lost to nesting{tag}"] = Metric(calls - n - long_, "calls",
+                                                                       "count", False)
         median = parsers.hist_median(buckets)
         if not n or median is None or p.overhead is None:
             continue
@@ -241,6 +272,47 @@ def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int) -> None:
             parsers.hist_mean(buckets) - over, "instructions", "count", False)
 
 
+def _lbphase(p: Parsed) -> None:
+    from . import lbphase
+    events = lbphase.parse_events(p.probe_out)
+    spans = lbphase.parse_spans(p.schedstat)
+    if p.maps.get("lbp_n") and len(events) < p.maps["lbp_n"]:
+        p.problems.append(f"lb-phase: {len(events)} events of {p.maps['lbp_n']:.0f} balances "
+                          "(a full map, or two on one CPU in one ns)")
+    if events and not spans:
+        p.problems.append("lb-phase: no domain spans in /proc/schedstat")
+    for name, s in lbphase.replay(events, spans).items():
+        p.metrics[f"busy balances computing group statistics ({name})"] = Metric(
+            s.balances, "calls", "count", False)
+        if not s.reads or name == next(iter(lbphase.level_names(spans)), name):
+            continue
+        p.metrics[f"busy balances with a same-pass child balance ({name})"] = Metric(
+            100.0 * s.same_pass / s.balances, "%", "count", True)
+        for w, c, m in zip(lbphase.WINDOWS_MS, s.child, s.wom):
+            p.metrics[f"group reads fresh from child totals, {w} ms ({name})"] = Metric(
+                100.0 * c / s.reads, "%", "count", True)
+            p.metrics[f"group reads fresh with write on miss, {w} ms ({name})"] = Metric(
+                100.0 * m / s.reads, "%", "count", True)
+
+
+def _pairs(p: Parsed, func: str, prefix: str) -> None:
+    """The share of calls whose entry key (a CPU) and the calling CPU are the
+    same CPU, two threads of one core, or on different cores (the guest's
+    sibling lists, cores.txt, say which)."""
+    pairs = parsers.bpftrace_pairs(p.probe_out, f"{prefix}_pair")
+    total = sum(pairs.values())
+    if not total or not p.core_of:
+        return
+    where = {"same cpu": 0, "same core": 0, "other core": 0}
+    for (a, b), n in pairs.items():
+        key = ("same cpu" if a == b else "same core" if p.core_of.get(a, -1) ==
+               p.core_of.get(b, -2) else "other core")
+        where[key] += n
+    for key, n in where.items():
+        p.metrics[f"{func} calls, previous cpu and waker's cpu: {key}"] = Metric(
+            100.0 * n / total, "%", "count", False)
+
+
 COST_PROBES = (
     cost_probe("swb-cost", "should_we_balance", "swbc",
                ("args->env->sd", "((struct lb_env *)arg0)->sd"), 6000),
@@ -248,6 +320,25 @@ COST_PROBES = (
                ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5),
     cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 6000, nargs=3),
 )
+# The same count split by where the woken task goes: its previous CPU, the
+# waker's CPU (where select_task_rq_fair() runs), another; and whether those
+# two were the same CPU.  The previous CPU is the key at entry; the path is
+# worked out after the clock has been read at exit.  @wkp_pair[prev, waker's
+# cpu] (raw output only) says which CPUs a ping-pong pair ran on.
+WAKE_PATHS = {"0": "elsewhere", "1": "to the waker's cpu", "2": "to its previous cpu",
+              "4": "prev = waker's cpu, elsewhere", "7": "prev = waker's cpu, stays"}
+WAKE_PATH = cost_probe(
+    "wake-path", "select_task_rq_fair", "wkp", None, 6000, nargs=3,
+    entry_key=("args->prev_cpu", "arg1"),
+    key_out="(retval == @wkp_lv[cpu] ? 2 : 0) + (retval == cpu ? 1 : 0)"
+            " + (@wkp_lv[cpu] == cpu ? 4 : 0)",
+    paths=WAKE_PATHS, pairs=True)
+# And by the depth of the woken task's sched entity in the task-group
+# hierarchy (0: the root group), to count a nested group's wakeups apart.
+WAKE_DEPTH = cost_probe(
+    "wake-depth", "select_task_rq_fair", "wkd", None, 6000, nargs=3,
+    entry_key=("args->p->se.depth", "((struct task_struct *)arg0)->se.depth"),
+    key_tag="wakee depth")
 # The calibration: the same program on idle_cpu(), keyed by what it returns
 # (1 only on its longest path), attached alone for a few seconds before the
 # runs (guest/run-plan.sh, icount.py).
@@ -273,6 +364,18 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           _rate("migrations", "events", headline=True, expected=True, plot="count",
                 rank=3),
           _migrate, "migrate"),
+    Probe("lb-phase", "busy and idle balances that compute group statistics, by CPU, level, "
+                      "softirq pass and time: how often a parent level finds its groups' totals fresh "
+                      "(lbphase.py)",
+          ("should_we_balance", "sched_balance_softirq"), ("lbp_n", "lbp_ev"),
+          (MetricSpec("busy balances computing group statistics", "calls", per_domain=True),
+           MetricSpec("busy balances with a same-pass child balance", "%", headline=True,
+                      per_domain=True),
+           *(MetricSpec(f"group reads fresh from child totals, {w} ms", "%", headline=True,
+                        per_domain=True) for w in (4, 16)),
+           *(MetricSpec(f"group reads fresh with write on miss, {w} ms", "%", headline=True,
+                        per_domain=True) for w in (4, 16))),
+          _lbphase, "lbphase", (("%ENV%", "args->env", "arg0"),)),
     Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
                      "when the idle period ends): mean, share below 500 us, histogram",
           ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us"),
@@ -287,6 +390,8 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
                       expected=True, plot="time", rank=0),),
           _latency),
     *COST_PROBES,
+    WAKE_PATH,
+    WAKE_DEPTH,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 

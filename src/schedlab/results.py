@@ -157,7 +157,8 @@ def _lines(d: Path, name: str) -> List[str]:
 def parse_run(d: Path, w: workmod.Workload,
               probes_used: Sequence[str] = tuple(probemod.DEFAULT_PROBES),
               latency_tool: str = "bpftrace", schedstat: bool = True,
-              overhead: Optional[float] = None) -> Run:
+              overhead: Optional[float] = None,
+              core_of: Optional[Dict[int, int]] = None) -> Run:
     """Metrics of one run folder; 'complete' false with the reasons when not."""
     metrics: Dict[str, parsers.Metric] = {}
     problems = _lines(d, "problems.txt")
@@ -178,7 +179,9 @@ def parse_run(d: Path, w: workmod.Workload,
         secs = 0.0
     probe_out = _read(d, "probe.txt")
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
-                             _read(d, "latency.txt"), latency_tool, overhead)
+                             _read(d, "latency.txt"), latency_tool, overhead,
+                             core_of=core_of or {},
+                             schedstat=_read(d, "schedstat-before.txt"))
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems
@@ -233,7 +236,8 @@ def _parse_in_plan(raw: Path, w: workmod.Workload, index: int, probes_used: Sequ
     cal = icount.read(raw)
     run = parse_run(raw / f"{w.name}-{index}", w, probes_used, latency_tool,
                     schedstat=not any(m.startswith("schedstat:") for m in probes_missing),
-                    overhead=cal.overhead if cal else None)
+                    overhead=cal.overhead if cal else None,
+                    core_of=parsers.parse_cores(_read(raw, "cores.txt")))
     if cal:
         run.calibration = cal.to_json()
         bad = set()

@@ -101,6 +101,10 @@ if [ ! -d /sys/kernel/tracing/events ] && mount -t tracefs nodev /sys/kernel/tra
 	MOUNTED=1
 fi
 uname -r > "$OUT/uname.txt"
+# Which CPUs share a core, as the guest's kernel sees it (a probe's pairs of CPUs).
+for c in /sys/devices/system/cpu/cpu[0-9]*; do
+	echo "${c##*/cpu} $(cat "$c/topology/thread_siblings_list" 2>/dev/null)"
+done > "$OUT/cores.txt"
 # For telling boots apart afterwards (under TCG the clocksource can differ).
 dmesg > "$OUT/dmesg.txt" 2>/dev/null
 cat /sys/devices/system/clocksource/clocksource0/current_clocksource > "$OUT/clocksource.txt" 2>/dev/null

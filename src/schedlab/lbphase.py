@@ -1,0 +1,133 @@
+"""When do parent and child levels compute the same group statistics?
+
+The lb-phase probe (guest/bt/lbphase.bt) keeps one key per busy or idle
+balance that goes on to compute the statistics of a domain's groups
+(should_we_balance() said yes).  This module replays those events in clock
+order against the domains' spans from /proc/schedstat and asks, for every
+busy balance above the lowest level, which of its groups' totals had been
+computed no more than W earlier (by the guest's clock; 4 ms is one jiffy
+at the lab's HZ=250):
+
+- by a balance of the group's own span (the child domain, on any CPU of
+  it): what a cache written at the end of the child's balance could serve;
+- or also by a balance at the parent's level that read the group (another
+  CPU of the span, or the same one earlier): what "write on miss" adds.
+
+The share is of the per-CPU reads (a group counts its weight).  It ignores
+what would refuse or invalidate a cached total (a migration, another dst's
+LLC), so it is an upper bound of what reuse can save, and for NUMA levels it
+takes the groups to be the child domains' spans, which holds for two nodes.
+The same-pass share is the number of parent balances for which the same
+softirq pass had just balanced the child level for the same CPU (the only
+case where the local group's totals are fresh without another CPU).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Sequence, Tuple
+
+WINDOWS_MS = (4, 16)
+_KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
+
+
+@dataclass(frozen=True)
+class Event:
+    cpu: int           # the CPU balanced for
+    idle: int          # 0 busy, 1 idle
+    name: str          # the domain's name (SMT, MC, PKG, NUMA)
+    passno: int        # the softirq pass (unique per running CPU)
+    ns: int
+
+
+def parse_events(text: str) -> List[Event]:
+    out = []
+    for line in text.splitlines():
+        m = _KEY.match(line.strip())
+        if m:
+            out.append(Event(int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)),
+                             int(m.group(5))))
+    return sorted(out, key=lambda e: e.ns)
+
+
+def _mask(text: str) -> FrozenSet[int]:
+    bits = int(text.replace(",", ""), 16)
+    return frozenset(i for i in range(bits.bit_length()) if bits >> i & 1)
+
+
+def parse_spans(schedstat: str) -> Dict[int, List[Tuple[str, FrozenSet[int]]]]:
+    """Per CPU, its domains bottom-up as (name, span), from /proc/schedstat
+    version 17 ('domainN NAME MASK ...' below each 'cpuN' line)."""
+    out: Dict[int, List[Tuple[str, FrozenSet[int]]]] = {}
+    cpu = -1
+    for line in schedstat.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if re.fullmatch(r"cpu\d+", parts[0]):
+            cpu = int(parts[0][3:])
+            out[cpu] = []
+        elif parts[0].startswith("domain") and cpu >= 0 and len(parts) > 2:
+            out[cpu].append((parts[1], _mask(parts[2])))
+    return out
+
+
+@dataclass
+class LevelShare:
+    balances: int = 0          # busy balances at this level that computed statistics
+    reads: int = 0             # per-CPU reads they made (the sum of their spans)
+    same_pass: int = 0         # ... whose pass balanced the child level just before
+    child: Tuple[int, ...] = ()   # reads fresh from child totals, per window
+    wom: Tuple[int, ...] = ()     # ... or from a parent-level balance (write on miss)
+
+
+def replay(events: Sequence[Event], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
+           windows_ms: Sequence[int] = WINDOWS_MS) -> Dict[str, LevelShare]:
+    """Per level name, over its busy balances: see the module's text."""
+    windows = [w * 1000000 for w in windows_ms]
+    child_at: Dict[FrozenSet[int], int] = {}     # span -> last time its own domain balanced
+    any_at: Dict[FrozenSet[int], int] = {}       # ... or a parent level read it
+    # (cpu, level index) -> the pass that last balanced it for that CPU
+    cpu_at: Dict[Tuple[int, int], int] = {}
+    out: Dict[str, LevelShare] = {}
+    for e in events:
+        doms = spans.get(e.cpu, [])
+        k = next((i for i, (name, _) in enumerate(doms) if name == e.name), None)
+        if k is None:
+            continue
+        span = doms[k][1]
+        groups = {frozenset(spans[c][k - 1][1]) for c in span
+                  if c in spans and len(spans[c]) > k - 1} if k else set()
+        if e.idle == 0:
+            share = out.setdefault(e.name, LevelShare(child=(0,) * len(windows),
+                                                      wom=(0,) * len(windows)))
+            share.balances += 1
+            share.reads += len(span)
+            if k:
+                if cpu_at.get((e.cpu, k - 1)) == e.passno:
+                    share.same_pass += 1
+                child, wom = list(share.child), list(share.wom)
+                for g in groups:
+                    for i, w in enumerate(windows):
+                        if g in child_at and e.ns - child_at[g] <= w:
+                            child[i] += len(g)
+                        if g in any_at and e.ns - any_at[g] <= w:
+                            wom[i] += len(g)
+                share.child, share.wom = tuple(child), tuple(wom)
+        # This balance's totals are now fresh: its own span, and its groups.
+        child_at[span] = any_at[span] = e.ns
+        for g in groups:
+            any_at[g] = e.ns
+        cpu_at[(e.cpu, k)] = e.passno
+    return out
+
+
+def level_names(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]]) -> List[str]:
+    """The level names bottom-up (the lowest first), as CPU order gives them."""
+    out: List[str] = []
+    for doms in spans.values():
+        for name, _ in doms:
+            if name not in out:
+                out.append(name)
+    return out

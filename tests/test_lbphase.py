@@ -1,0 +1,55 @@
+"""The lb-phase replay: which group totals a parent level finds fresh."""
+
+from schedlab import lbphase, parsers
+from schedlab import probes as probemod
+
+# Two cores of two threads under one MC domain (schedstat version 17 lines).
+SCHEDSTAT = "version 17\ntimestamp 1\n" + "".join(
+    f"cpu{c} 0 0 0 0 0 0 0 0 0\ndomain0 SMT {'3' if c < 2 else 'c'} 0\ndomain1 MC f 0\n"
+    for c in range(4))
+
+
+def _ev(cpu, idle, name, passno, ms):
+    return f"@lbp_ev[{cpu}, {idle}, {name}, {passno}, {int(ms * 1000000)}]: 1\n"
+
+
+EVENTS = (_ev(0, 0, "SMT", 1000, 10) + _ev(0, 0, "MC", 1000, 10.1)   # one pass of cpu0
+          + _ev(2, 1, "SMT", 1002, 12)                              # idle balance of core 2-3
+          + _ev(2, 0, "MC", 2002, 13) + _ev(3, 0, "MC", 1003, 27))
+
+
+def test_spans_from_schedstat():
+    spans = lbphase.parse_spans(SCHEDSTAT)
+    assert spans[1] == [("SMT", frozenset({0, 1})), ("MC", frozenset({0, 1, 2, 3}))]
+    assert spans[3][0] == ("SMT", frozenset({2, 3}))
+    assert lbphase.level_names(spans) == ["SMT", "MC"]
+
+
+def test_replay_counts_fresh_reads_per_window():
+    out = lbphase.replay(lbphase.parse_events(EVENTS), lbphase.parse_spans(SCHEDSTAT))
+    smt, mc = out["SMT"], out["MC"]
+    assert (smt.balances, mc.balances, mc.reads, mc.same_pass) == (1, 3, 12, 1)
+    # 10.1 ms (cpu0): core 0-1 fresh, 2-3 never computed.  13 ms (cpu2): 0-1
+    # 3 ms old, 2-3 1 ms.  27 ms (cpu3): as children 0-1 17 ms, 2-3 15 ms
+    # old; both 14 ms old from cpu2's MC balance (write on miss).
+    assert mc.child == (2 + 4, 2 + 4 + 2)
+    assert mc.wom == (2 + 4, 2 + 4 + 4)
+
+
+def test_probe_metrics_and_program():
+    text = "Attaching 3 probes...\n" + EVENTS + "@lbp_n: 5\n"
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-phase"].parse(p)
+    m = p.metrics
+    assert m["busy balances computing group statistics (MC)"].value == 3
+    assert round(m["busy balances with a same-pass child balance (MC)"].value, 1) == 33.3
+    assert round(m["group reads fresh with write on miss, 16 ms (MC)"].value, 1) == 83.3
+    assert round(m["group reads fresh from child totals, 16 ms (MC)"].value, 1) == 66.7
+    assert "group reads fresh from child totals, 4 ms (SMT)" not in m and not p.problems
+    short = probemod.Parsed({"lbp_n": 9.0}, 3.0, text, schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-phase"].parse(short)
+    assert short.problems and "5 events of 9" in short.problems[0]
+    for method in ("kfunc", "kprobe"):
+        prog = probemod.PROBES["lb-phase"].bpftrace(method)
+        assert "%" not in prog
+    assert "@lbp_env[cpu] = (uint64)args->env;" in probemod.PROBES["lb-phase"].bpftrace("kfunc")
