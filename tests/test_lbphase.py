@@ -36,6 +36,13 @@ def test_replay_counts_fresh_reads_per_window():
     assert mc.wom == (2 + 4, 2 + 4 + 4)
 
 
+def test_a_map_printed_twice_counts_once():
+    # print_at_close() prints the map, and bpftrace prints it again at exit.
+    twice = lbphase.replay(lbphase.parse_events(EVENTS + EVENTS), lbphase.parse_spans(SCHEDSTAT))
+    assert twice == lbphase.replay(lbphase.parse_events(EVENTS), lbphase.parse_spans(SCHEDSTAT))
+    assert len(lbphase.parse_events(EVENTS + EVENTS)) == 5
+
+
 def test_probe_metrics_and_program():
     text = "Attaching 3 probes...\n" + EVENTS + "@lbp_n: 5\n"
     p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, schedstat=SCHEDSTAT)

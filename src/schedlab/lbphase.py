@@ -42,13 +42,15 @@ class Event:
 
 
 def parse_events(text: str) -> List[Event]:
-    out = []
+    """The events in time order, each once: bpftrace prints the map when the
+    window closes and again at its exit, so the same keys come twice."""
+    out = set()
     for line in text.splitlines():
         m = _KEY.match(line.strip())
         if m:
-            out.append(Event(int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)),
-                             int(m.group(5))))
-    return sorted(out, key=lambda e: e.ns)
+            out.add(Event(int(m.group(1)), int(m.group(2)), m.group(3), int(m.group(4)),
+                          int(m.group(5))))
+    return sorted(out, key=lambda e: (e.ns, e.cpu))
 
 
 def _mask(text: str) -> FrozenSet[int]:
