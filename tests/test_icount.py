@@ -103,11 +103,18 @@ def test_wake_depth_tags_each_depth():
     assert p.metrics[f + " (wakee depth 0)"].value == 217
     assert p.metrics[f + " (wakee depth 2)"].value == 387 and not p.problems
     assert "$k = args->p->se.depth;" in probemod.PROBES["wake-depth"].bpftrace("kfunc")
+    # The scan alone: five arguments restored inside the window, four more
+    # than the calibration's idle_cpu().
+    scan = ("@sgic_calls[2]: 3\n@sgic_n[2]: 3\n" + _lhist("sgic", 2, {700: 3}))
+    q = probemod.Parsed(parsers.bpftrace_maps(scan), 3.0, scan, overhead=611.0)
+    probemod.PROBES["scan-cost"].parse(q)
+    assert q.metrics["select_group_idle_cpu instructions per call, median (wakee depth 2)"
+                     ].value == 700 - 611 - 4
 
 
 def test_cost_programs_fill_every_placeholder():
     for p in (*probemod.COST_PROBES, probemod.WAKE_PATH, probemod.WAKE_DEPTH,
-              probemod.CALIBRATION):
+              probemod.SCAN_COST, probemod.CALIBRATION):
         for method in ("kfunc", "kprobe"):
             text = p.bpftrace(method)
             assert "%" not in text.replace("%d", ""), (p.name, method)

@@ -103,7 +103,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r for w in workmod.all_results() for r in w.results] + [
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
-    cost |= {m.name for m in probemod.PROBES["lb-phase"].metrics}   # added since
+    cost |= {m.name for p in ("lb-phase", "scan-cost") for m in probemod.PROBES[p].metrics}
     assert [n for n in names if old_headline.match(n)] == [
         n for n in names if re.match(compare.HEADLINE, n) and n not in cost]
     # The cost probes' metrics are headline metrics, per sched domain too.

@@ -333,6 +333,14 @@ WAKE_PATH = cost_probe(
     key_out="(retval == @wkp_lv[cpu] ? 2 : 0) + (retval == cpu ? 1 : 0)"
             " + (@wkp_lv[cpu] == cpu ? 4 : 0)",
     paths=WAKE_PATHS, pairs=True)
+# Patch 6's scan alone, where a build keeps select_group_idle_cpu() out
+# of line (it is inlined into select_task_rq_fair() otherwise, and then
+# reported missing): five arguments; by the wakee's depth, since the root
+# group's tasks return at its first test.
+SCAN_COST = cost_probe(
+    "scan-cost", "select_group_idle_cpu", "sgic", None, 6000, nargs=5,
+    entry_key=("args->p->se.depth", "((struct task_struct *)arg0)->se.depth"),
+    key_tag="wakee depth")
 # And by the depth of the woken task's sched entity in the task-group
 # hierarchy (0: the root group), to count a nested group's wakeups apart.
 WAKE_DEPTH = cost_probe(
@@ -343,7 +351,7 @@ WAKE_DEPTH = cost_probe(
 # (1 only on its longest path), attached alone for a few seconds before the
 # runs (guest/run-plan.sh, icount.py).
 CALIBRATION = cost_probe("calibrate", "idle_cpu", "cal", None, 2000, key_out="retval")
-PROBES_BY_FUNC = {p.functions[0]: p for p in (*COST_PROBES, CALIBRATION)}
+PROBES_BY_FUNC = {p.functions[0]: p for p in (*COST_PROBES, SCAN_COST, CALIBRATION)}
 
 PROBES: Dict[str, Probe] = {p.name: p for p in (
     Probe("swb", "should_we_balance(): calls, the idle_cpu() probes made inside it, time",
@@ -392,6 +400,7 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
     *COST_PROBES,
     WAKE_PATH,
     WAKE_DEPTH,
+    SCAN_COST,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 
