@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import parsers
+from . import lbphase, parsers
 from .parsers import Metric
 from .util import LabError, package_file
 
@@ -273,7 +273,6 @@ def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int,
 
 
 def _lbphase(p: Parsed) -> None:
-    from . import lbphase
     events = lbphase.parse_events(p.probe_out)
     spans = lbphase.parse_spans(p.schedstat)
     if p.maps.get("lbp_n") and len(events) < p.maps["lbp_n"]:
@@ -380,9 +379,9 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            MetricSpec("busy balances with a same-pass child balance", "%", headline=True,
                       per_domain=True),
            *(MetricSpec(f"group reads fresh from child totals, {w} ms", "%", headline=True,
-                        per_domain=True) for w in (4, 16)),
+                        per_domain=True) for w in lbphase.WINDOWS_MS),
            *(MetricSpec(f"group reads fresh with write on miss, {w} ms", "%", headline=True,
-                        per_domain=True) for w in (4, 16))),
+                        per_domain=True) for w in lbphase.WINDOWS_MS)),
           _lbphase, "lbphase", (("%ENV%", "args->env", "arg0"),)),
     Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
                      "when the idle period ends): mean, share below 500 us, histogram",
