@@ -263,12 +263,8 @@ def bpftrace_value_counts(text: str, name: str, step: int = 1) -> Dict[str, List
 
 def bpftrace_pairs(text: str, name: str) -> Dict[Tuple[int, int], int]:
     """A count map keyed by two integers: @name[a, b]: count (the last print wins)."""
-    out: Dict[Tuple[int, int], int] = {}
-    for line in text.splitlines():
-        m = _PAIR.match(line.strip())
-        if m and m.group(1) == name:
-            out[(int(m.group(2)), int(m.group(3)))] = int(m.group(4))
-    return out
+    return {(int(a), lo): c for a, buckets in bpftrace_value_counts(text, name).items()
+            for lo, _, c in buckets}
 
 
 def parse_cores(text: str) -> Dict[int, int]:
