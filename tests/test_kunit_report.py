@@ -122,3 +122,26 @@ def test_busy_rate_weights_each_level_by_its_interval():
         64 / 64 * 1000 / 32 + 64 / 64 * 1000 / 1024
     assert kr.busy_rate("SMT:1,MC:2", (2, 32, 64)) is None      # levels and spans disagree
     assert set(kr.FIXTURE_SPANS) >= {"smt8-2x12x8", "smt4-2x12x4", "smt2-x86-2x16x2"}
+
+
+READS = """\
+[    9.1]     # lb_stats_reads_timeline: lb-stats-reads: fixture=smt8-2x12x8 busy=100 level=SMT balances=9495 upstream=75960 patched=75960 saved_pct=0
+[    9.1]     # lb_stats_reads_timeline: lb-stats-reads: fixture=smt8-2x12x8 busy=100 level=MC balances=96 upstream=9216 patched=1256 saved_pct=86
+[    9.1]     # lb_stats_reads_timeline: lb-stats-reads: fixture=smt8-2x12x8 busy=100 level=above-lowest upstream=9984 patched=1832 saved_pct=81
+[    9.2]     # lb_stats_reads_timeline: lb-stats-reads: fixture=smt8-2x12x8 busy=90 level=above-lowest upstream=3840 patched=2000 saved_pct=47
+"""
+
+
+def test_read_lines_table_and_targets():
+    lines = r.parse_read_lines(READS)
+    assert [f["level"] for f in lines] == ["SMT", "MC", "above-lowest", "above-lowest"]
+    table = r.reads_table(lines).splitlines()
+    assert table[0] == ("| fixture | busy % | level | busy balances | upstream reads | reads "
+                        "| saved |")
+    assert "86%" in table[3] and "MC" in table[3]
+    targets = r.check_read_targets(lines)
+    assert targets[0] == ("smt8-2x12x8 100% busy: 82% of the reads above the lowest level "
+                          "saved, target >= 50%: met")
+    assert targets[1].endswith("target >= 50%: MISSED")
+    assert r.reads_report_lines([]) == []
+    assert r.check_read_targets([])[0].endswith("(MISSED)")

@@ -73,6 +73,7 @@ class KunitResult:
     accel: str
     crashed: int = 0
     results: List[Tuple[str, str]] = field(default_factory=list)
+    reads: List[Dict[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -128,7 +129,8 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
     return KunitResult(ok, n.passed, failed, n.skipped, parsed.output,
                        kunit_report.parse_probe_lines(console),
                        kunit_report.parse_call_lines(console), log, took, accel,
-                       crashed=n.crashed, results=list(kunit_tool.leaves(report)))
+                       crashed=n.crashed, results=list(kunit_tool.leaves(report)),
+                       reads=kunit_report.parse_read_lines(console))
 
 
 def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
@@ -140,6 +142,8 @@ def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
     res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout)
     say(res.summary.rstrip())
     for text in kunit_report.report_lines(res.rows, res.calls):
+        say(text)
+    for text in kunit_report.reads_report_lines(res.reads):
         say(text)
     say(f"  KUnit on {topology}: {res.passed} passed, {res.failed} failed, "
         f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "

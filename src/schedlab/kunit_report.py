@@ -8,6 +8,12 @@ upstream_probes=...'). This module parses those lines, renders them as
 Markdown tables (compare.render_table, as 'compare' renders its tables) and
 checks them against the series' goal: fewer idle-state probes per balance
 pass than v7.3, by at least PROBE_TARGETS' factor.
+
+The suite sched_fair_lb_stats prints the per-CPU runqueue reads of busy
+balancing over a simulated timeline, upstream vs with the cache of group
+statistics ('lb-stats-reads: fixture=... busy=... level=... upstream=...
+patched=...'); reads_table() renders them and check_read_targets() checks
+READ_TARGETS (the share of reads above the lowest level saved).
 """
 
 from __future__ import annotations
@@ -20,6 +26,19 @@ from .compare import render_table
 
 PROBE_LINE = re.compile(r"swb-probes: (.*)$")
 CALLS_LINE = re.compile(r"swb-calls: (.*)$")
+READS_LINE = re.compile(r"lb-stats-reads: (.*)$")
+
+# Group statistics reuse: the share of the per-CPU reads above the lowest
+# level that busy balancing saves over the suite's timeline, at least;
+# (fixture, busy %) -> percent.
+READ_TARGETS = {
+    ("smt8-2x12x8", 100): 50,
+    ("smt8-2x12x8", 90): 50,
+}
+READS_HEADING = ("  per-CPU runqueue reads of busy balancing over a simulated timeline "
+                 "(every level at its own interval), upstream vs with cached group sums:")
+READ_TARGETS_HEADING = ("  targets (reads above the lowest level saved, at least the share "
+                        "shown):")
 
 # The series' goal: fewer idle-state probes per balance pass than v7.3 (the
 # suite's model of upstream), by at least this factor; (fixture, busy %) -> factor.
@@ -65,15 +84,68 @@ def parse_probe_lines(console: str) -> List[ProbeRow]:
     return rows
 
 
-def parse_call_lines(console: str) -> List[Dict[str, str]]:
-    """The suite's 'swb-calls: key=value ...' lines (per-call totals of the
-    comparison with upstream), in order."""
+def _tagged_lines(console: str, tag: "re.Pattern[str]") -> List[Dict[str, str]]:
+    """The key=value fields of every console line that the pattern matches."""
     out = []
     for line in console.splitlines():
-        m = CALLS_LINE.search(line)
+        m = tag.search(line)
         if m:
             out.append(_key_values(m.group(1)))
     return out
+
+
+def parse_call_lines(console: str) -> List[Dict[str, str]]:
+    """The suite's 'swb-calls: key=value ...' lines (per-call totals of the
+    comparison with upstream), in order."""
+    return _tagged_lines(console, CALLS_LINE)
+
+
+def parse_read_lines(console: str) -> List[Dict[str, str]]:
+    """The suite's 'lb-stats-reads: key=value ...' lines, in order."""
+    return _tagged_lines(console, READS_LINE)
+
+
+def reads_table(lines: List[Dict[str, str]]) -> str:
+    """Reads per fixture, busy level and balance level (Markdown)."""
+    head = ["fixture", "busy %", "level", "busy balances", "upstream reads", "reads",
+            "saved"]
+    body = []
+    for f in lines:
+        up, ours = _num(f, "upstream"), _num(f, "patched")
+        if up is None or ours is None:
+            continue
+        saved = f"{100 * (up - ours) / up:.0f}%" if up else "-"
+        body.append([f.get("fixture", "?"), f.get("busy", ""), f.get("level", ""),
+                     f.get("balances", ""), str(up), str(ours), saved])
+    return "\n".join(render_table(head, body, markdown=True)) if body else ""
+
+
+def check_read_targets(lines: List[Dict[str, str]]) -> List[str]:
+    """One line per READ_TARGETS entry; 'MISSED' marks a miss."""
+    out = []
+    above = {(f.get("fixture"), _num(f, "busy")): f for f in lines
+             if f.get("level") == "above-lowest"}
+    for (fixture, busy), want in READ_TARGETS.items():
+        f = above.get((fixture, busy))
+        up, ours = (_num(f, "upstream"), _num(f, "patched")) if f else (None, None)
+        if not up or ours is None:
+            out.append(f"{fixture} {busy}% busy: no busy balance above the lowest level "
+                       "in the output (MISSED)")
+            continue
+        got = 100 * (up - ours) / up
+        verdict = "met" if got >= want else "MISSED"
+        out.append(f"{fixture} {busy}% busy: {got:.0f}% of the reads above the lowest "
+                   f"level saved, target >= {want}%: {verdict}")
+    return out
+
+
+def reads_report_lines(lines: List[Dict[str, str]]) -> List[str]:
+    """The reads table and its targets (nothing without 'lb-stats-reads:' lines)."""
+    table = reads_table(lines)
+    if not table:
+        return []
+    return [READS_HEADING, table, READ_TARGETS_HEADING] + [
+        f"    {line}" for line in check_read_targets(lines)]
 
 
 def _num(fields: Dict[str, str], key: str) -> Optional[int]:
