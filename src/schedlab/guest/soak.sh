@@ -215,12 +215,12 @@ partitions() {
 
 # --- switches --------------------------------------------------------------
 # Scheduler features both kernels have, each turned off and on and then
-# restored; the series' own features (off by default), where the kernel
-# has them, turned on for one round and off for the next, so that the load
-# runs with each of them on half of the time; and the series' debugfs knob
+# restored; the series' own features, where the kernel has them, turned
+# on for one round and off for the next, so that the load runs with each
+# of them on half of the time; and the series' debugfs knob
 # through its range (ending with a value it must refuse).
 FEATURES="NI_RANDOM NEXT_BUDDY CACHE_HOT_BUDDY SIS_UTIL LB_MIN TTWU_QUEUE WA_BIAS UTIL_EST"
-SERIES_FEATURES="SIS_GROUP_IDLE"
+SERIES_FEATURES="SIS_GROUP_IDLE SG_STATS_REUSE"
 has_feature() { grep -qE "(^| )(NO_)?$1( |\$)" "$feat"; }
 flips() {
 	local f on knob_values v series=() round=0
