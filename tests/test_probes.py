@@ -103,7 +103,8 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r for w in workmod.all_results() for r in w.results] + [
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
-    cost |= {m.name for p in ("lb-phase", "scan-cost") for m in probemod.PROBES[p].metrics}
+    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost")
+             for m in probemod.PROBES[p].metrics}
     assert [n for n in names if old_headline.match(n)] == [
         n for n in names if re.match(compare.HEADLINE, n) and n not in cost]
     # The cost probes' metrics are headline metrics, per sched domain too.
@@ -118,3 +119,22 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
     assert [t for t, _ in compare.SWEEP_COLUMNS] == [
         "cpu busy %", "result", "newidle balance runs", "newidle balance time (ms)",
         "avg_idle < 500 us %"]
+
+
+def test_lb_reads_divides_reads_by_balances_per_level_and_idle_type():
+    out = "\n".join(["@lbr_calls[SMT, 0]: 40", "@lbr_calls[MC, 0]: 10", "@lbr_calls[MC, 2]: 5",
+                     "@lbr_reads[SMT, 0]: 80", "@lbr_reads[MC, 0]: 30", "@lbr_reads[MC, 2]: 80",
+                     "@lbr_calls[NUMA, 1]: 2"])
+    from schedlab import parsers
+    p = probemod.Parsed(maps=parsers.bpftrace_maps(out), seconds=10.0, probe_out=out)
+    probemod.PROBES["lb-reads"].parse(p)
+    got = {k: m.value for k, m in p.metrics.items()}
+    assert got["runqueue reads per busy balance (SMT)"] == 2.0
+    assert got["runqueue reads per busy balance (MC)"] == 3.0
+    assert got["runqueue reads per newidle balance (MC)"] == 16.0
+    assert got["group statistics computed, busy (MC)"] == 10
+    # A level whose balances read nothing (every group cached) reads 0, not missing.
+    assert got["runqueue reads per idle balance (NUMA)"] == 0.0
+    kf = probemod.PROBES["lb-reads"].bpftrace("kfunc")
+    assert "kfunc:update_sd_lb_stats /@on/ { $e = (struct lb_env *)args->env;" in kf
+    assert "kprobe:cpu_util_cfs /@lbr_sd[cpu]/" in probemod.PROBES["lb-reads"].bpftrace("kprobe")

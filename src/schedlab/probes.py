@@ -17,6 +17,7 @@ the tools' start-up around it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -294,6 +295,24 @@ def _lbphase(p: Parsed) -> None:
                 100.0 * m / s.reads, "%", "count", True)
 
 
+def _lbreads(p: Parsed) -> None:
+    """Runqueue reads per update_sd_lb_stats() call, by domain and idle type."""
+    keyed = re.compile(r"^lbr_(calls|reads)\[(\S+), (\d)\]$")
+    counts: Dict[Tuple[str, int], Dict[str, float]] = {}
+    for key, value in p.maps.items():
+        m = keyed.match(key)
+        if m:
+            counts.setdefault((m.group(2), int(m.group(3))), {})[m.group(1)] = value
+    for (name, idle), c in sorted(counts.items()):
+        if idle >= len(parsers.IDLE_TYPES) or not c.get("calls"):
+            continue
+        itype = parsers.IDLE_TYPES[idle]
+        p.metrics[f"group statistics computed, {itype} ({name})"] = Metric(
+            c["calls"], "calls", "count", False)
+        p.metrics[f"runqueue reads per {itype} balance ({name})"] = Metric(
+            c.get("reads", 0.0) / c["calls"], "reads", "count", False)
+
+
 def _pairs(p: Parsed, func: str, prefix: str) -> None:
     """The share of calls whose entry key (a CPU) and the calling CPU are the
     same CPU, two threads of one core, or on different cores (the guest's
@@ -383,6 +402,17 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            *(MetricSpec(f"group reads fresh with write on miss, {w} ms", "%", headline=True,
                         per_domain=True) for w in lbphase.WINDOWS_MS)),
           _lbphase, "lbphase", (("%ENV%", "args->env", "arg0"),)),
+    Probe("lb-reads", "runqueues read to compute group statistics (cpu_util_cfs() calls "
+                      "inside update_sd_lb_stats()), per balance, by level and idle type",
+          ("update_sd_lb_stats", "cpu_util_cfs"), ("lbr_calls", "lbr_reads"),
+          tuple(MetricSpec(f"{what}, {itype}" if what.startswith("group") else
+                           f"runqueue reads per {itype} balance",
+                           unit, headline=itype == "busy" and unit == "reads",
+                           per_domain=True)
+                for itype in parsers.IDLE_TYPES
+                for what, unit in (("group statistics computed", "calls"),
+                                   ("reads", "reads"))),
+          _lbreads, "lbreads", (("%ENV%", "args->env", "arg0"),)),
     Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
                      "when the idle period ends): mean, share below 500 us, histogram",
           ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us"),
