@@ -136,5 +136,5 @@ def test_lb_reads_divides_reads_by_balances_per_level_and_idle_type():
     # A level whose balances read nothing (every group cached) reads 0, not missing.
     assert got["runqueue reads per idle balance (NUMA)"] == 0.0
     kf = probemod.PROBES["lb-reads"].bpftrace("kfunc")
-    assert "kfunc:update_sd_lb_stats /@on/ { $e = (struct lb_env *)args->env;" in kf
+    assert "kfunc:sched_balance_find_src_group /@on/ { $e = (struct lb_env *)args->env;" in kf
     assert "kprobe:cpu_util_cfs /@lbr_sd[cpu]/" in probemod.PROBES["lb-reads"].bpftrace("kprobe")

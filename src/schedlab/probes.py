@@ -296,7 +296,8 @@ def _lbphase(p: Parsed) -> None:
 
 
 def _lbreads(p: Parsed) -> None:
-    """Runqueue reads per update_sd_lb_stats() call, by domain and idle type."""
+    """Runqueue reads per balance that computed group statistics, by domain and
+    idle type."""
     keyed = re.compile(r"^lbr_(calls|reads)\[(\S+), (\d)\]$")
     counts: Dict[Tuple[str, int], Dict[str, float]] = {}
     for key, value in p.maps.items():
@@ -403,8 +404,9 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
                         per_domain=True) for w in lbphase.WINDOWS_MS)),
           _lbphase, "lbphase", (("%ENV%", "args->env", "arg0"),)),
     Probe("lb-reads", "runqueues read to compute group statistics (cpu_util_cfs() calls "
-                      "inside update_sd_lb_stats()), per balance, by level and idle type",
-          ("update_sd_lb_stats", "cpu_util_cfs"), ("lbr_calls", "lbr_reads"),
+                      "inside sched_balance_find_src_group()), per balance, by level and "
+                      "idle type",
+          ("sched_balance_find_src_group", "cpu_util_cfs"), ("lbr_calls", "lbr_reads"),
           tuple(MetricSpec(f"{what}, {itype}" if what.startswith("group") else
                            f"runqueue reads per {itype} balance",
                            unit, headline=itype == "busy" and unit == "reads",
