@@ -223,10 +223,12 @@ FEATURES="NI_RANDOM NEXT_BUDDY CACHE_HOT_BUDDY SIS_UTIL LB_MIN TTWU_QUEUE WA_BIA
 SERIES_FEATURES="SIS_GROUP_IDLE SG_STATS_REUSE"
 has_feature() { grep -qE "(^| )(NO_)?$1( |\$)" "$feat"; }
 flips() {
-	local f on knob_values v series=() round=0
+	local f on knob_values v series=() initial=() round=0
 	knob_values="0 100000 250000 500000 1000000 never 0"
 	for f in $SERIES_FEATURES; do
-		has_feature "$f" && series+=("$f")
+		has_feature "$f" || continue
+		series+=("$f")
+		grep -qw "NO_$f" "$feat" && initial+=("NO_$f") || initial+=("$f")
 	done
 	urgent
 	while alive; do
@@ -256,7 +258,8 @@ flips() {
 			fi
 		fi
 	done
-	for f in "${series[@]}"; do echo "NO_$f" > "$feat"; done
+	# each of the series' features back to its state at the start
+	for f in "${initial[@]}"; do echo "$f" > "$feat"; done
 }
 
 # The load keeps every CPU partly busy, not saturated: one host thread runs
