@@ -105,6 +105,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
     cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost")
              for m in probemod.PROBES[p].metrics}
+    cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [
         n for n in names if re.match(compare.HEADLINE, n) and n not in cost]
     # The cost probes' metrics are headline metrics, per sched domain too.
@@ -121,14 +122,20 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         "avg_idle < 500 us %"]
 
 
+def _parsed(probe: str, out: str, **kw) -> "probemod.Parsed":
+    """PROBE's parser run on bpftrace output OUT (a 10 s window unless KW says)."""
+    from schedlab import parsers
+    kw.setdefault("seconds", 10.0)
+    p = probemod.Parsed(maps=parsers.bpftrace_maps(out), probe_out=out, **kw)
+    probemod.PROBES[probe].parse(p)
+    return p
+
+
 def test_lb_reads_divides_reads_by_balances_per_level_and_idle_type():
     out = "\n".join(["@lbr_calls[SMT, 0]: 40", "@lbr_calls[MC, 0]: 10", "@lbr_calls[MC, 2]: 5",
                      "@lbr_reads[SMT, 0]: 80", "@lbr_reads[MC, 0]: 30", "@lbr_reads[MC, 2]: 80",
                      "@lbr_calls[NUMA, 1]: 2"])
-    from schedlab import parsers
-    p = probemod.Parsed(maps=parsers.bpftrace_maps(out), seconds=10.0, probe_out=out)
-    probemod.PROBES["lb-reads"].parse(p)
-    got = {k: m.value for k, m in p.metrics.items()}
+    got = {k: m.value for k, m in _parsed("lb-reads", out).metrics.items()}
     assert got["runqueue reads per busy balance (SMT)"] == 2.0
     assert got["runqueue reads per busy balance (MC)"] == 3.0
     assert got["runqueue reads per newidle balance (MC)"] == 16.0
@@ -138,3 +145,38 @@ def test_lb_reads_divides_reads_by_balances_per_level_and_idle_type():
     kf = probemod.PROBES["lb-reads"].bpftrace("kfunc")
     assert "kfunc:sched_balance_find_src_group /@on/ { $e = (struct lb_env *)args->env;" in kf
     assert "kprobe:cpu_util_cfs /@lbr_sd[cpu]/" in probemod.PROBES["lb-reads"].bpftrace("kprobe")
+
+
+def test_migrations_by_the_lowest_domain_spanning_both_cpus():
+    # 4 CPUs: SMT pairs {0,1} {2,3}, MC all four; CPU 4 unknown to schedstat.
+    stat = "\n".join(["version 17", "timestamp 1",
+                       "cpu0 0 0 0 0 0 0 0 0 0", "domain0 SMT 03 0", "domain1 MC 0f 0",
+                       "cpu1 0 0 0 0 0 0 0 0 0", "domain0 SMT 03 0", "domain1 MC 0f 0",
+                       "cpu2 0 0 0 0 0 0 0 0 0", "domain0 SMT 0c 0", "domain1 MC 0f 0"])
+    out = "\n".join(["@migrations: 10", "@mig_pair[0, 1]: 3", "@mig_pair[1, 0]: 1",
+                      "@mig_pair[0, 2]: 4", "@mig_pair[2, 1]: 1", "@mig_pair[2, 4]: 1"])
+    got = {k: m.value for k, m in _parsed("migrate", out, seconds=2.0,
+                                          schedstat=stat).metrics.items()}
+    assert got["migrations per s"] == 5.0
+    assert got["migrations per s, lowest shared domain (SMT)"] == 2.0
+    assert got["migrations share, lowest shared domain (SMT)"] == 40.0
+    assert got["migrations share, lowest shared domain (MC)"] == 50.0
+    assert got["migrations share, lowest shared domain (none)"] == 10.0
+    assert "mig_pair[args->orig_cpu, args->dest_cpu]" in probemod.PROBES["migrate"].bpftrace(
+        "kfunc")
+    # Without /proc/schedstat (a host kernel without SCHEDSTATS): the total only.
+    p = _parsed("migrate", out, seconds=2.0)
+    assert sorted(p.metrics) == ["migrations", "migrations per s"] and not p.problems
+
+
+def test_cost_by_domain_and_idle_type_names_both():
+    # Level 1 (MC) busy is key 4, level 0 (SMT) newly idle key 2.
+    out = "\n".join(["@fsg_calls[4]: 3", "@fsg_calls[2]: 1", "@fsg_n[4]: 3", "@fsg_n[2]: 1",
+                     "@fsg_d[4, 1000]: 2", "@fsg_d[4, 1100]: 1", "@fsg_d[2, 500]: 1",
+                     "@fsg_name[4]: MC", "@fsg_name[2]: SMT"])
+    p = _parsed("fsg-cost", out, overhead=0.0)
+    func = "sched_balance_find_src_group"
+    assert p.metrics[f"{func} instructions per call, median (MC, busy)"].value == 1012   # bucket middle
+    assert p.metrics[f"{func} calls (SMT, newidle)"].value == 1
+    kf = probemod.PROBES["fsg-cost"].bpftrace("kfunc")
+    assert "$k = args->env->sd->level * 4 + args->env->idle;" in kf

@@ -31,6 +31,7 @@ CONFIGS: Dict[str, List[str]] = {
     "lab": ["vng", "lab", "trace"],
     "probe": ["vng", "lab", "trace", "probe"],
     "debug": ["vng", "lab", "debug"],
+    "kcsan": ["vng", "lab", "kcsan"],
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 from . import lbphase, parsers
 from .parsers import Metric
@@ -135,7 +135,37 @@ def _lb(p: Parsed) -> None:
 
 
 def _migrate(p: Parsed) -> None:
-    p.count("migrations", "migrations", "events")
+    """All migrations, and by direction: per the lowest domain of the source
+    CPU whose span holds the destination (SMT: to a sibling thread; the top
+    level: across its groups), as a rate and as a share of all."""
+    total = p.count("migrations", "migrations", "events")
+    spans = lbphase.parse_spans(p.schedstat)
+    if not spans:       # no /proc/schedstat (a host kernel without SCHEDSTATS)
+        return
+    pair = re.compile(r"^mig_pair\[(\d+), (\d+)\]$")
+    by_level: Dict[str, float] = {}
+    for key, value in p.maps.items():
+        m = pair.match(key)
+        if m:
+            name = lowest_shared_domain(spans, int(m.group(1)), int(m.group(2)))
+            by_level[name] = by_level.get(name, 0.0) + value
+    for name, n in sorted(by_level.items()):
+        if p.seconds > 0:
+            p.metrics[f"migrations per s, lowest shared domain ({name})"] = Metric(
+                n / p.seconds, "events/s", "count", False)
+        if total:
+            p.metrics[f"migrations share, lowest shared domain ({name})"] = Metric(
+                100.0 * n / total, "%", "count", False)
+
+
+def lowest_shared_domain(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]], src: int,
+                         dst: int) -> str:
+    """The name of src's lowest domain whose span holds dst ('none' without one:
+    a CPU offline when /proc/schedstat was read)."""
+    for name, span in spans.get(src, []):
+        if dst in span:
+            return name
+    return "none"
 
 
 def _avgidle(p: Parsed) -> None:
@@ -187,7 +217,7 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
                step: int = 1, nargs: int = 1, key_out: str = "",
                entry_key: Optional[Tuple[str, str]] = None,
                paths: Optional[Dict[str, str]] = None, pairs: bool = False,
-               key_tag: str = "") -> Probe:
+               key_tag: str = "", idle: Optional[Tuple[str, str]] = None) -> Probe:
     """Instructions per call of FUNC by sched domain (guest/bt/cost.bt; SD is the
     domain's expression at entry per attach method, None for a function without):
     meant for --accel icount, where the guest clock counts instructions.  Calls
@@ -197,14 +227,17 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
     stored at entry in @PREFIX_lv[cpu]), and PATHS names each key's value.
     PAIRS: also count the calls by (entry key, cpu) in @PREFIX_pair, before the
     clock read at entry.  KEY_TAG: the metrics' tag for ENTRY_KEY's values
-    ('wakee depth 2')."""
+    ('wakee depth 2').  IDLE: with SD, the balance's idle type at entry per
+    attach method; the calls are then keyed by domain and idle type ('MC, busy')."""
     def parse(p: Parsed) -> None:
-        _cost(p, func, prefix, nargs, step, paths, key_tag)
+        _cost(p, func, prefix, nargs, step, paths, key_tag, by_idle=idle is not None)
         if pairs:
             _pairs(p, func, prefix)
     lv = f"@{prefix}_lv[cpu]"
     kf, kp = sd or ("", "")
     key = (f"{kf}->level", f"{kp}->level") if sd else entry_key or ("0", "0")
+    if sd and idle:
+        key = (f"{key[0]} * {_IDLE_KEYS} + {idle[0]}", f"{key[1]} * {_IDLE_KEYS} + {idle[1]}")
     store = (f"@{prefix}_name[$k] = str({kf}->name);",
              f"@{prefix}_name[$k] = str({kp}->name);") if sd else ("", "")
     if pairs:
@@ -215,7 +248,7 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
               ("%TOP%", str(top), str(top)), ("%STEP%", str(step), str(step)))
     over = f"{func} calls over {top} instructions (interrupted or straddling a vCPU switch)"
     by = ("by where the task goes" if paths else f"by {key_tag}" if key_tag
-          else "by sched domain")
+          else "by sched domain and idle type" if idle else "by sched domain")
     return Probe(name, f"{func}(): instructions per call {by} (with --accel icount)", (func,),
                  tuple(f"{prefix}_{m}" for m in ("calls", "long", "n", "d")
                        + (("name",) if sd else ()) + (("pair",) if pairs else ())),
@@ -227,8 +260,14 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
                  "cost", params)
 
 
+# A cost probe keyed by domain and idle type keys a call by level * 4 + idle
+# (7.3's enum cpu_idle_type has three values).
+_IDLE_KEYS = 4
+
+
 def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int,
-          paths: Optional[Dict[str, str]] = None, key_tag: str = "") -> None:
+          paths: Optional[Dict[str, str]] = None, key_tag: str = "",
+          by_idle: bool = False) -> None:
     """Per sched domain (or per path), over the calls up to the histogram's top:
     the median and the mean instructions per call, less the probe's own (the
     calibrated overhead, plus one per argument beyond the calibration function's
@@ -254,6 +293,9 @@ def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int,
         keyed = {k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")}
         if key_tag:
             names = {k: f"{key_tag} {k}" for k in keyed}
+        elif by_idle:
+            names = {k: f"{names.get(k, 'level ' + str(int(k) // _IDLE_KEYS))}, "
+                        f"{_idle_name(int(k) % _IDLE_KEYS)}" for k in keyed}
     for key in sorted(keyed, key=int):
         tag = f" ({names.get(key, 'level ' + key)})" if names else ""
         n, long_ = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_long[{key}]", 0.0)
@@ -271,6 +313,10 @@ def _cost(p: Parsed, func: str, prefix: str, nargs: int, step: int,
             median - over, "instructions", "count", False)
         p.metrics[f"{func} instructions per call, mean{tag}"] = Metric(
             parsers.hist_mean(buckets) - over, "instructions", "count", False)
+
+
+def _idle_name(idle: int) -> str:
+    return parsers.IDLE_TYPES[idle] if idle < len(parsers.IDLE_TYPES) else f"idle type {idle}"
 
 
 def _lbphase(p: Parsed) -> None:
@@ -338,6 +384,11 @@ COST_PROBES = (
     cost_probe("lb-cost", "sched_balance_rq", "lbc",
                ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5),
     cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 6000, nargs=3),
+    # The group statistics and the busiest group's choice alone, by domain and
+    # idle type: what SG_STATS_REUSE saves in a busy balance that computes them.
+    cost_probe("fsg-cost", "sched_balance_find_src_group", "fsg",
+               ("args->env->sd", "((struct lb_env *)arg0)->sd"), 100000, step=25,
+               idle=("args->env->idle", "((struct lb_env *)arg0)->idle")),
 )
 # The same count split by where the woken task goes: its previous CPU, the
 # waker's CPU (where select_task_rq_fair() runs), another; and whether those
@@ -387,9 +438,13 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           _swb, "swb"),
     Probe("lb", "sched_balance_rq(): calls and time by idle type (busy, idle, newidle)",
           ("sched_balance_rq",), ("lb_calls", "lb_ns_sum"), _LB_METRICS, _lb, "lb"),
-    Probe("migrate", "sched:sched_migrate_task events", (), ("migrations",),
-          _rate("migrations", "events", headline=True, expected=True, plot="count",
-                rank=3),
+    Probe("migrate", "sched:sched_migrate_task events, in all and by the lowest domain "
+                     "spanning both CPUs", (), ("migrations", "mig_pair"),
+          (*_rate("migrations", "events", headline=True, expected=True, plot="count",
+                  rank=3),
+           MetricSpec("migrations per s, lowest shared domain", "events/s", per_domain=True),
+           MetricSpec("migrations share, lowest shared domain", "%", headline=True,
+                      per_domain=True)),
           _migrate, "migrate"),
     Probe("lb-phase", "busy and idle balances that compute group statistics, by CPU, level, "
                       "softirq pass and time: how often a parent level finds its groups' totals fresh "
