@@ -145,3 +145,11 @@ def test_read_lines_table_and_targets():
     assert targets[1].endswith("target >= 50%: MISSED")
     assert r.reads_report_lines([]) == []
     assert r.check_read_targets([])[0].endswith("(MISSED)")
+
+
+def test_read_lines_with_writes_add_a_column():
+    line = READS.splitlines()[1] + " leaving=2304 writes=288"
+    table = r.reads_table(r.parse_read_lines(line + "\n" + READS.splitlines()[2])).splitlines()
+    assert table[0].endswith("| sums written / balances leaving them |")
+    assert table[2].endswith("| 288 / 2304 |")
+    assert table[3].endswith("|  |")

@@ -12,7 +12,8 @@ pass than v7.3, by at least PROBE_TARGETS' factor.
 The suite sched_fair_lb_stats prints the per-CPU runqueue reads of busy
 balancing over a simulated timeline, upstream vs with the cache of group
 statistics ('lb-stats-reads: fixture=... busy=... level=... upstream=...
-patched=...'); reads_table() renders them and check_read_targets() checks
+patched=...', and where the suite counts them the writes of the sums:
+'leaving=... writes=...'); reads_table() renders them and check_read_targets() checks
 READ_TARGETS (the share of reads above the lowest level saved).
 """
 
@@ -109,14 +110,22 @@ def reads_table(lines: List[Dict[str, str]]) -> str:
     """Reads per fixture, busy level and balance level (Markdown)."""
     head = ["fixture", "busy %", "level", "busy balances", "upstream reads", "reads",
             "saved"]
+    # A suite that counts the writes of the sums (one a jiffy) adds a column.
+    writes = any("writes" in f for f in lines)
+    if writes:
+        head.append("sums written / balances leaving them")
     body = []
     for f in lines:
         up, ours = _num(f, "upstream"), _num(f, "patched")
         if up is None or ours is None:
             continue
         saved = f"{100 * (up - ours) / up:.0f}%" if up else "-"
-        body.append([f.get("fixture", "?"), f.get("busy", ""), f.get("level", ""),
-                     f.get("balances", ""), str(up), str(ours), saved])
+        row = [f.get("fixture", "?"), f.get("busy", ""), f.get("level", ""),
+               f.get("balances", ""), str(up), str(ours), saved]
+        if writes:
+            left, wrote = _num(f, "leaving"), _num(f, "writes")
+            row.append(f"{wrote} / {left}" if left else "")
+        body.append(row)
     return "\n".join(render_table(head, body, markdown=True)) if body else ""
 
 
