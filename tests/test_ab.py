@@ -9,12 +9,12 @@ from schedlab.util import LabError
 def test_ab_arms_parse_and_pair():
     assert ab.parse_arms(None) == list(ab.DEFAULT_ARMS)
     arms = ab.parse_arms(["base=base", "default=patched",
-                          "500us=patched:newidle_min_avg_idle_ns=500000",
-                          "never=patched:newidle_min_avg_idle_ns=never"])
-    assert arms[2] == ab.Arm("500us", "patched", (("newidle_min_avg_idle_ns", "500000"),))
+                          "x4=patched:newidle_cost_pct=400",
+                          "x10=patched:newidle_cost_pct=1000"])
+    assert arms[2] == ab.Arm("x4", "patched", (("newidle_cost_pct", "400"),))
     pairs = [(a.name, b.name) for a, b in ab.arm_pairs(arms)]
-    assert pairs == [("base", "default"), ("base", "500us"), ("base", "never"),
-                     ("default", "500us"), ("default", "never")]
+    assert pairs == [("base", "default"), ("base", "x4"), ("base", "x10"),
+                     ("default", "x4"), ("default", "x10")]
     two = ab.parse_arms(["a=base", "b=patched:x=1"])
     assert [(a.name, b.name) for a, b in ab.arm_pairs(two)] == [("a", "b")]
     for bad in (["x=nope"], ["x"], ["x=base"], ["x=base", "x=patched"],

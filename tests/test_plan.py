@@ -19,7 +19,7 @@ FAKEBIN = Path(__file__).parent / "data" / "fakebin"
 
 def test_plan_folder_holds_what_the_runner_reads(tmp_path):
     plan = planmod.make_plan("stress-100,hackbench-process", "swb,lb,migrate", runs=2,
-                             seconds=7, knobs={"newidle_min_avg_idle_ns": "500000"})
+                             seconds=7, knobs={"newidle_cost_pct": "400"})
     d = planmod.write(plan, tmp_path / "plan")
     env = (d / "plan.env").read_text()
     assert "SECS=7\n" in env and "LIMIT=120\n" in env and "ATTACH=auto\n" in env
@@ -28,7 +28,7 @@ def test_plan_folder_holds_what_the_runner_reads(tmp_path):
     assert (d / "cmd" / "stress-100").read_text().startswith("stress-ng --cpu $NCPU")
     assert (d / "probes.txt").read_text() == ("swb should_we_balance idle_cpu\n"
                                              "lb sched_balance_rq\nmigrate \n")
-    assert (d / "knobs.txt").read_text() == "newidle_min_avg_idle_ns 500000\n"
+    assert (d / "knobs.txt").read_text() == "newidle_cost_pct 400\n"
     assert "kprobe:idle_cpu /@swb_in[cpu]/" in (d / "bt" / "swb.kprobe.bt").read_text()
     assert "kretfunc:should_we_balance" in (d / "bt" / "swb.kfunc.bt").read_text()
     assert 'comm == "schedlab-on"' in (d / "bt" / "gate.bt").read_text()
@@ -42,8 +42,8 @@ def test_a_workload_twice_is_refused(tmp_path):
 
 
 def test_parse_knobs_accepts_name_value_and_rejects_the_rest():
-    assert planmod.parse_knobs(["newidle_min_avg_idle_ns=500000", "verbose=Y"]) == {
-        "newidle_min_avg_idle_ns": "500000", "verbose": "Y"}
+    assert planmod.parse_knobs(["newidle_cost_pct=400", "verbose=Y"]) == {
+        "newidle_cost_pct": "400", "verbose": "Y"}
     assert planmod.parse_knobs(None) == {}
     for bad in ("noequals", "=1", "Upper=1", "a=", "a=1;reboot", "a=$(x)", "../x=1"):
         with pytest.raises(LabError, match="NAME=VALUE"):
@@ -90,15 +90,15 @@ def test_the_runner_runs_every_run_between_the_gates(tmp_path, monkeypatch):
 
 
 def test_knobs_are_written_checked_and_restored(tmp_path):
-    plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_min_avg_idle_ns", "never")],
-                                   f"cat {tmp_path}/sched/newidle_min_avg_idle_ns; "
+    plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_cost_pct", "1000")],
+                                   f"cat {tmp_path}/sched/newidle_cost_pct; "
                                    "echo Time: 1")
-    (knob_dir / "newidle_min_avg_idle_ns").write_text("0\n")
+    (knob_dir / "newidle_cost_pct").write_text("100\n")
     out, proc = _run_plan(tmp_path, d)
     assert proc.returncode == 0, proc.stderr
-    assert (out / "fake-0" / "workload.txt").read_text().startswith("never\n")
-    assert (out / "knobs.txt").read_text() == "newidle_min_avg_idle_ns=never\n"
-    assert (knob_dir / "newidle_min_avg_idle_ns").read_text() == "0\n"   # restored
+    assert (out / "fake-0" / "workload.txt").read_text().startswith("1000\n")
+    assert (out / "knobs.txt").read_text() == "newidle_cost_pct=1000\n"
+    assert (knob_dir / "newidle_cost_pct").read_text() == "100\n"   # restored
     assert not (out / "knob-error.txt").exists()
 
 

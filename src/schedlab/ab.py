@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 
 from . import compare as comparemod
 from . import deps
+from . import equivalence as eqmod
 from . import measure as measuremod
 from . import plan as planmod
 from . import results as resmod
@@ -48,7 +49,7 @@ def parse_arms(items: Optional[List[str]]) -> List[Arm]:
         variant, *knobs = rest.split(":")
         if not eq or not _ARM_NAME.fullmatch(name) or variant not in ("base", "patched"):
             raise LabError(f"--arm {item!r}: expected NAME=VARIANT[:KNOB=VALUE...], VARIANT "
-                           "base or patched, e.g. 500us=patched:newidle_min_avg_idle_ns=500000")
+                           "base or patched, e.g. x4=patched:newidle_cost_pct=400")
         if any(a.name == name for a in arms):
             raise LabError(f"--arm {name} is given twice")
         arms.append(Arm(name, variant, tuple(planmod.parse_knobs(knobs).items())))
@@ -193,3 +194,16 @@ def tables(prefix: str, arms: List[Arm], labels: Dict[str, str]) -> None:
         (out / "sweep.txt").write_text(comparemod.sweep_table(sets, False) + "\n")
         say(comparemod.sweep_table(sets, False))
         say(f"  sweep table: {out / 'sweep.md'}")
+        replica = eqmod.find_replica([(a.name, a.variant, a.knobs) for a in arms])
+        shown = [(n, r) for n, r in sets if n != replica]
+        from . import plots as plotmod
+        if plotmod.sweep_plot(shown, comparemod.SWEEP_COLUMNS, out / "sweep.png"):
+            say(f"  sweep plot: {out / 'sweep.png'}")
+        if replica:
+            runs = dict(sets)
+            named = [(a.name, b.name) for a, b in pairs]
+            aa = (arms[0].name, replica)
+            (out / "equivalence.md").write_text(eqmod.table(runs, aa, named) + "\n")
+            (out / "equivalence.txt").write_text(eqmod.table(runs, aa, named, False) + "\n")
+            say(f"  equivalence margins from the A/A pair {arms[0].name}/{replica}: "
+                f"{out / 'equivalence.md'}")

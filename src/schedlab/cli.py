@@ -350,7 +350,7 @@ def add_measure(sub: Sub) -> None:
     g.add_argument("--knob", action="append", metavar="NAME=VALUE",
                    help=f"write VALUE to {planmod.KNOB_DIR}/NAME before the plan and "
                         "restore it after (repeatable), e.g. "
-                        "newidle_min_avg_idle_ns=500000")
+                        "newidle_cost_pct=400")
 
 
 def cmd_reparse(args: argparse.Namespace) -> int:
@@ -431,7 +431,7 @@ def add_ab(sub: Sub) -> None:
                         "patched=patched): the build and the knobs of "
                         f"{planmod.KNOB_DIR}/ written before its plan, e.g. "
                         "--arm base=base --arm default=patched "
-                        "--arm 500us=patched:newidle_min_avg_idle_ns=500000; every arm is "
+                        "--arm x4=patched:newidle_cost_pct=400; every arm is "
                         "compared with the first, a knob arm also with its build's plain arm")
     g.add_argument("--tables-only", action="store_true",
                    help="no build, no measuring: the tables and plots again from the "

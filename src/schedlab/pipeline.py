@@ -31,7 +31,7 @@ KUNIT_RUNS = [("2x12x8", 2), ("smt4-numa", None)]
 INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
                            tuple(n for n, p in probemod.PROBES.items()
                                  if p.program != "cost"), runs=1, seconds=3,
-                           knobs=(("newidle_min_avg_idle_ns", "500000"),))
+                           knobs=(("newidle_cost_pct", "400"),))
 INTEGRATION_TOPOLOGY = "smt4"
 # The short soak of the test command (the floors scale with its length).
 SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3

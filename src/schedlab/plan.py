@@ -32,7 +32,7 @@ def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
         name, eq, value = item.partition("=")
         if not eq or not _KNOB_NAME.fullmatch(name) or not _KNOB_VALUE.fullmatch(value):
             raise LabError(f"--knob {item!r}: expected NAME=VALUE, NAME a file in "
-                           f"{KNOB_DIR}/ (e.g. newidle_min_avg_idle_ns=500000)")
+                           f"{KNOB_DIR}/ (e.g. newidle_cost_pct=400)")
         if name in out:
             raise LabError(f"--knob {name} is given twice (for features: one per plan)")
         out[name] = value

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 from . import probes as probemod
 
@@ -161,3 +161,52 @@ def _fmt_low(v: int) -> str:
             return f"{v // div}{suf}"
     return str(v)
 
+
+
+def sweep_plot(arms: List[Tuple[str, List[dict]]], columns: Sequence[Tuple[str, str]],
+               path: Path) -> bool:
+    """sweep.png: one panel per sweep column (CPU busy, the workload's
+    result, the probes' sweep metrics), the arms in their order on the x
+    axis, one line per workload: the arm's mean in percent of the first arm's."""
+    import re
+
+    from . import compare as comparemod
+    from . import stats
+
+    data = [(name, comparemod.by_metric(runs)) for name, runs in arms]
+    workloads = sorted({k[0] for _, c in data for k in c})
+    panels = []
+    for title, rx in columns:
+        lines = {}
+        for w in workloads:
+            ys: List[float] = []
+            for _, c in data:
+                keys = [k for k in c if k[0] == w and re.search(rx, k[1])]
+                ms = c[keys[0]] if keys else []
+                ys.append(stats.summarize([m["value"] for m in ms], ms[0]["kind"]).mean
+                          if ms else float("nan"))
+            ref = ys[0]
+            if ref and ref == ref and any(y == y for y in ys[1:]):
+                lines[w] = [100.0 * y / ref for y in ys]
+        if lines:
+            panels.append((title, lines))
+    if not panels:
+        return False
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False)
+    names = [n for n, _ in arms]
+    for ax, (title, lines) in zip(axes[0], panels):
+        for w, ys in sorted(lines.items()):
+            ax.plot(range(len(names)), ys, marker="o", label=w)
+        ax.axhline(100, color="#8c8c8c", linewidth=0.8)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=20, ha="right", fontsize=8)
+        ax.set_title(f"{title}\n(% of {names[0]})", fontsize=8)
+        ax.tick_params(axis="y", labelsize=8)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Means per arm in percent of the first arm's (significance: the "
+                 "pairwise tables)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True

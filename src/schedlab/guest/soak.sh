@@ -13,7 +13,7 @@ out=${1:?usage: soak.sh OUT SECS}
 secs=${2:?usage: soak.sh OUT SECS}
 cgr=/sys/fs/cgroup
 feat=/sys/kernel/debug/sched/features
-knob=/sys/kernel/debug/sched/newidle_min_avg_idle_ns
+knob=/sys/kernel/debug/sched/newidle_cost_pct
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
 round_limit=600		# a workload round longer than this is hung
@@ -224,7 +224,7 @@ SERIES_FEATURES="SIS_GROUP_IDLE SG_STATS_REUSE"
 has_feature() { grep -qE "(^| )(NO_)?$1( |\$)" "$feat"; }
 flips() {
 	local f on knob_values v series=() initial=() round=0
-	knob_values="0 100000 250000 500000 1000000 never 0"
+	knob_values="0 50 200 400 1000 100000 100"
 	for f in $SERIES_FEATURES; do
 		has_feature "$f" || continue
 		series+=("$f")
@@ -253,8 +253,8 @@ flips() {
 				if echo "$v" > "$knob"; then count flip "knob $v"
 				else log "flip: knob $v refused"; fi
 			done
-			if echo 2000000000 > "$knob" 2>/dev/null; then
-				log "flip: knob accepted 2000000000, beyond its range"
+			if echo 100001 > "$knob" 2>/dev/null; then
+				log "flip: knob accepted 100001, beyond its range"
 			fi
 		fi
 	done
