@@ -97,7 +97,7 @@ def test_run_readme_command_hides_broken_kvm(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(kt.vm, "kvm_works", lambda image: (False, "KVM hangs"))
     seen = {}
 
-    def run(tree_path, build_dir, hide_kvm, env, cc=None, timeout=3600):
+    def run(tree_path, build_dir, hide_kvm, env, cc=None, timeout=3600, arch="x86_64"):
         seen.update(tree=tree_path, build=build_dir, hide=hide_kvm, env=env)
         return kt.ToolResult(True, "52 passed, 0 failed, 1 skipped", 61.4,
                              tmp_path / "kunit-tool.log", hide_kvm)

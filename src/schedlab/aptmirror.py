@@ -138,14 +138,15 @@ def private_sources_line(src: AptSource, suite: str) -> str:
     return f"deb [signed-by={keyring}] {src.uris[0].rstrip('/')} {suite} main\n"
 
 
-def apt_options(apt_root: Path) -> List[str]:
+def apt_options(apt_root: Path, arch: Optional[str] = None) -> List[str]:
     """apt-get/apt-cache options for a private configuration under apt_root.
 
     Nothing of the machine's own apt state is read or changed: sources, lists,
-    status and archives all live under apt_root.
+    status and archives all live under apt_root.  arch: the Debian architecture
+    of the packages (default this machine's; ppc64el for the POWER guest).
     """
-    arch = subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
-                          text=True).stdout.strip() or "amd64"
+    arch = arch or subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
+                                  text=True).stdout.strip() or "amd64"
     return [
         "-o", f"Dir::Etc={apt_root}/etc",
         "-o", f"Dir::Etc::sourcelist={apt_root}/etc/sources.list",
@@ -161,7 +162,8 @@ def apt_options(apt_root: Path) -> List[str]:
     ]
 
 
-def prepare_private_apt(apt_root: Path, src: AptSource, suite: str) -> List[str]:
+def prepare_private_apt(apt_root: Path, src: AptSource, suite: str,
+                        arch: Optional[str] = None) -> List[str]:
     for d in ("etc/sources.list.d", "etc/preferences.d", "etc/apt.conf.d", "lists/partial",
               "cache/archives/partial", "state"):
         (apt_root / d).mkdir(parents=True, exist_ok=True)
@@ -169,4 +171,4 @@ def prepare_private_apt(apt_root: Path, src: AptSource, suite: str) -> List[str]
     status = apt_root / "state/status"
     if not status.exists():
         status.write_text("")
-    return apt_options(apt_root)
+    return apt_options(apt_root, arch)

@@ -2,7 +2,7 @@
 
 Configs are lists of fragments in the package's configs/, merged with the kernel's own
 scripts/kconfig/merge_config.sh on top of the architecture's starting point
-(alldefconfig for x86_64: the kernel's defaults, far smaller than defconfig).
+(alldefconfig: the kernel's defaults, far smaller than defconfig).
 Builds live in work/build/<tree>/<variant>-<config>[-<arch>]/ and are
 incremental; ccache is used when present, set up so that another checkout
 of the lab in another folder hits the same cache.
@@ -48,7 +48,8 @@ class Arch:
 ARCHES: Dict[str, Arch] = {
     "x86_64": Arch("x86_64", "x86_64", "", "alldefconfig", "bzImage",
                    "arch/x86/boot/bzImage"),
-    "ppc64le": Arch("ppc64le", "powerpc", "powerpc64le-linux-gnu-", "ppc64le_defconfig",
+    # A pseries guest (configs/ppc64le.config) on the kernel's defaults.
+    "ppc64le": Arch("ppc64le", "powerpc", "powerpc64le-linux-gnu-", "alldefconfig",
                     "vmlinux", "vmlinux"),
 }
 

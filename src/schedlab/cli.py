@@ -219,14 +219,15 @@ def add_vm(sub: Sub) -> None:
 def cmd_kunit(args: argparse.Namespace) -> int:
     tree = tree_spec(args).resolve()
     if args.kunit_py:
-        result = built(tree, BuildSpec(args.variant, "lab", None, False, args.no_build))
-        return 0 if kunit_tool.run_readme_command(tree.path, tree.key, result.image) else 1
+        result = built(tree, BuildSpec(args.variant, "lab", args.arch, False, args.no_build))
+        return 0 if kunit_tool.run_readme_command(tree.path, tree.key, result.image,
+                                                  args.arch or "x86_64") else 1
     result = built(tree, build_spec(args))
     online = args.online
     if online is None and args.topology == kunit.DEFAULT_TOPOLOGY:
         online = kunit.DEFAULT_ONLINE
     ok = kunit.run_on(tree.path, result.image, args.topology, online, args.filter,
-                      args.timeout)
+                      args.timeout, arch=args.arch)
     return 0 if ok else 1
 
 
@@ -455,6 +456,9 @@ def add_run(sub: Sub) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    if args.arch == "ppc64le":
+        return pipeline.ppc_test_command(tree_spec(args), vm_options(args),
+                                         kunit_py=not args.no_kunit_py)
     return pipeline.test_command(tree_spec(args),
                                  topologies(args.topology, pipeline.DEFAULT_TEST_TOPOLOGIES),
                                  vm_options(args), ppc=not args.no_ppc,
@@ -468,7 +472,12 @@ def add_test(sub: Sub) -> None:
     add_tree_opts(s)
     add_vm_opts(s)
     s.add_argument("--topology", "-t", action="append", default=None)
-    s.add_argument("--no-ppc", action="store_true", help="skip the ppc64le compile check")
+    s.add_argument("--no-ppc", action="store_true", help="skip the ppc64le compile check and the POWER stages (pseries boot, KUnit)")
+    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES),
+                   help="ppc64le: the POWER test instead (qemu pseries: topology boots, "
+                        "KUnit on SMT8 and SMT4 guests, kunit.py for powerpc)")
+    s.add_argument("--no-kunit-py", action="store_true",
+                   help="with --arch ppc64le: leave out kunit.py's own cross build and boot")
     s.add_argument("--unit-only", action="store_true",
                    help="only the lab's pytest suite and lint")
     s.add_argument("--no-reliability", action="store_true",

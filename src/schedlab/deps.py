@@ -61,6 +61,7 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     "perl": "checkpatch.pl",
     "python3-venv": "the project venv",
     "qemu-system-x86": "booting the lab kernel",
+    "qemu-system-ppc": "booting the ppc64le lab kernel (qemu's pseries machine)",
     "gcc-powerpc64le-linux-gnu": "the ppc64le compile check of kernel/sched/",
     "udev": "virtme-ng's guest init names the virtio console ports with it",
     "procps": "guest tools",

@@ -22,11 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import kunit_report, kunit_tool
+from . import kunit_report, kunit_tool, pseries
 from . import topology as topomod
 from . import vm
 from .util import LabError, log_dir, run_in_group, say
 
+# The case that compares a fixture with the live sched domains.
+LIVE_CASE = "sched_fair_lb.fixture_matches_live_domains"
 # 2 x 12 x 8 = 192 possible CPUs, the largest fixture; 2 online.
 DEFAULT_TOPOLOGY = "2x12x8"
 DEFAULT_ONLINE = 2
@@ -34,23 +36,25 @@ DEFAULT_ONLINE = 2
 
 def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
                  memory_mib: int = 2048, filter_glob: Optional[str] = None,
-                 kernel_args: Sequence[str] = ()) -> List[str]:
-    """The qemu command line of a KUnit boot (pure: tested without booting)."""
-    append = ["console=ttyS0", "kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
+                 kernel_args: Sequence[str] = (), arch: str = "x86_64",
+                 qemu: str = pseries.QEMU) -> List[str]:
+    """The qemu command line of a KUnit boot (pure: tested without booting);
+    arch ppc64le: a pseries guest (pseries.py, qemu: its binary), always TCG."""
+    append = ["kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
     append += topomod.kernel_cpu_args(topo, online)
     if filter_glob:
         append.append(f"kunit.filter_glob={filter_glob}")
     append += list(kernel_args)
+    if arch == "ppc64le":
+        return pseries.qemu_command(image, topo, append, memory_mib=memory_mib, qemu=qemu)
+    append.insert(0, "console=ttyS0")
     # TCG's "max" CPU has 5-level paging; with it a KASAN kernel reports a
     # wild-memory-access from an interrupt during identify_cpu() in early
     # boot, and that taint switches lock debugging off for the whole run.
     args = ["qemu-system-x86_64", "-accel", "kvm" if kvm else "tcg", "-cpu",
             "host" if kvm else "max,la57=off", "-m", f"{memory_mib}M",
             "-smp", topomod.smp_arg(topo)]
-    for node, spec in enumerate(topomod.numa_node_specs(topo, memory_mib)):
-        size, cpus = spec.split(",cpus=")
-        args += ["-object", f"memory-backend-ram,id=mem{node},size={size}",
-                 "-numa", f"node,nodeid={node},cpus={cpus},memdev=mem{node}"]
+    args += topomod.qemu_numa_args(topo, memory_mib)
     args += ["-kernel", str(image), "-append", " ".join(append), "-nographic",
              "-no-reboot", "-serial", "stdio", "-monitor", "none"]
     return args
@@ -99,17 +103,25 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
 
 def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
               filter_glob: Optional[str] = None, timeout: float = 900,
-              memory_mib: int = 2048, kernel_args: Sequence[str] = ()) -> KunitResult:
+              memory_mib: int = 2048, kernel_args: Sequence[str] = (),
+              arch: str = "x86_64") -> KunitResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
-    kvm, why = vm.kvm_works(image)
+    qemu = pseries.QEMU
+    if arch == "ppc64le":
+        qemu = pseries.qemu_wrapper()
+        kvm, why = False, f"a POWER guest: {qemu} -M pseries -cpu {pseries.CPU_MODEL}"
+    else:
+        kvm, why = vm.kvm_works(image)
     accel = "kvm" if kvm else "tcg"
     say(f"  accelerator: {accel} ({why})")
     say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
         + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
     args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
-                        filter_glob=filter_glob, kernel_args=kernel_args)
-    log = log_dir() / f"kunit-{topo.spec().replace(':', '-')}.log"
+                        filter_glob=filter_glob, kernel_args=kernel_args, arch=arch,
+                        qemu=qemu)
+    prefix = "kunit" if arch == "x86_64" else f"kunit-{arch}"
+    log = log_dir() / f"{prefix}-{topo.spec().replace(':', '-')}.log"
     start = time.monotonic()
     run_in_group(args, log, timeout, "the KUnit boot")
     took = time.monotonic() - start
@@ -134,18 +146,32 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
 
 
 def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
-           filter_glob: Optional[str], timeout: float) -> bool:
+           filter_glob: Optional[str], timeout: float, arch: Optional[str] = None,
+           require_live: bool = False) -> bool:
     """'./schedlab kunit' on one topology: boot, kunit.py's results, the
     series' tables and targets, a one-line total. True if every test passed
-    or skipped."""
+    or skipped and no should_we_balance() target was missed (require_live:
+    and the live-domain comparison ran and passed)."""
     topo = topomod.parse_topology(topology)
-    res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout)
+    res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout,
+                    arch=arch or "x86_64")
     say(res.summary.rstrip())
+    missed = 0
     for text in kunit_report.report_lines(res.rows, res.calls):
         say(text)
+        missed += "(MISSED)" in text
     for text in kunit_report.reads_report_lines(res.reads):
         say(text)
-    say(f"  KUnit on {topology}: {res.passed} passed, {res.failed} failed, "
+    where = topology if not arch or arch == "x86_64" else f"{topology} ({arch})"
+    say(f"  KUnit on {where}: {res.passed} passed, {res.failed} failed, "
         f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
         f"(console: {res.log})")
+    if missed:
+        say(f"  {missed} should_we_balance() target(s) missed")
+        return False
+    if require_live:
+        live = dict(res.results).get(LIVE_CASE)
+        say(f"  {LIVE_CASE}: {live or 'did not run'}")
+        if live != "PASS":
+            return False
     return res.ok

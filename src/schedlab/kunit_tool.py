@@ -30,21 +30,29 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
 from . import build as buildmod
-from . import vm
+from . import pseries, vm
 from .util import log_dir, run_in_group, say, work_dir
 
 QEMU_CONFIG = "kernel/sched/tests/kunit_qemu_x86_64.py"
+# The series' pseries configuration (ppc64le, 192 possible CPUs, 2 online),
+# cross-compiled on an x86_64 host.
+QEMU_CONFIG_PPC = "kernel/sched/tests/kunit_qemu_powerpc.py"
+CROSS_PPC = "powerpc64le-linux-gnu-"
 KUNITCONFIG = "kernel/sched"
 # Cases allowed to skip with two of 192 CPUs online (suite.case).
 MAY_SKIP = {"sched_fair_lb.fixture_matches_live_domains"}
 
 
 def command(build_dir: Path, json_path: Path, jobs: int,
-            cc: Optional[str] = None) -> List[str]:
-    """The README's kunit.py command, with a build folder and a JSON report."""
+            cc: Optional[str] = None, arch: str = "x86_64") -> List[str]:
+    """The README's kunit.py command, with a build folder and a JSON report
+    (arch ppc64le: the pseries configuration, cross-compiled)."""
+    ppc = arch == "ppc64le"
     cmd = ["./tools/testing/kunit/kunit.py", "run", f"--kunitconfig={KUNITCONFIG}",
-           f"--qemu_config={QEMU_CONFIG}", f"--build_dir={build_dir}", f"--jobs={jobs}",
-           f"--json={json_path}"]
+           f"--qemu_config={QEMU_CONFIG_PPC if ppc else QEMU_CONFIG}",
+           f"--build_dir={build_dir}", f"--jobs={jobs}", f"--json={json_path}"]
+    if ppc:
+        cmd.append(f"--cross_compile={CROSS_PPC}")
     if cc:
         cmd.append(f"--make_options=CC={cc}")
     return cmd
@@ -137,12 +145,13 @@ class ToolResult:
 
 
 def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
-        cc: Optional[str] = None, timeout: float = 3600) -> ToolResult:
+        cc: Optional[str] = None, timeout: float = 3600, arch: str = "x86_64") -> ToolResult:
     """Run kunit.py in the tree (it builds, boots and parses by itself)."""
-    json_path = log_dir() / "kunit-tool.json"
-    log = log_dir() / "kunit-tool.log"
+    suffix = "" if arch == "x86_64" else f"-{arch}"
+    json_path = log_dir() / f"kunit-tool{suffix}.json"
+    log = log_dir() / f"kunit-tool{suffix}.log"
     json_path.unlink(missing_ok=True)
-    cmd = command(build_dir, json_path, (os.cpu_count() or 1) + 1, cc)
+    cmd = command(build_dir, json_path, (os.cpu_count() or 1) + 1, cc, arch)
     if hide_kvm:
         if not os.path.exists("/dev/kvm"):
             hide_kvm = False
@@ -168,15 +177,28 @@ def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
     return ToolResult(ok, line, took, log, hide_kvm)
 
 
-def run_readme_command(tree_path: Path, tree_key: str, image: Path) -> bool:
+def run_readme_command(tree_path: Path, tree_key: str, image: Path,
+                       arch: str = "x86_64") -> bool:
     """The README's plain kunit.py command, with its TCG fallback where KVM is
-    broken (image: a lab kernel, only to find out whether KVM works here)."""
-    kvm, why = vm.kvm_works(image)
+    broken (image: a lab kernel, only to find out whether KVM works here).
+    arch ppc64le: the pseries command; a POWER guest is TCG here anyway."""
+    if arch == "ppc64le":
+        kvm, why = False, "a POWER guest on this host"
+    else:
+        kvm, why = vm.kvm_works(image)
     say(f"  KVM: {'works' if kvm else 'not usable'} ({why})"
         + ("" if kvm else "; /dev/kvm hidden from qemu (README: TCG fallback)"))
-    res = run(tree_path, work_dir() / "build" / tree_key / "kunit-tool", hide_kvm=not kvm,
-              env=dict(os.environ, **buildmod.ccache_env()),
-              cc="ccache gcc" if shutil.which("ccache") else None)
+    gcc = (CROSS_PPC if arch == "ppc64le" else "") + "gcc"
+    suffix = "" if arch == "x86_64" else f"-{arch}"
+    env = dict(os.environ, **buildmod.ccache_env())
+    if arch == "ppc64le":
+        # kunit.py runs qemu-system-ppc64 from PATH: one with pseries SMT.
+        qemu_dir = str(Path(pseries.qemu_wrapper()).parent)
+        env["PATH"] = f"{qemu_dir}:{env.get('PATH', '/usr/bin:/bin')}"
+        say(f"  qemu-system-ppc64 from {qemu_dir} (first in PATH)")
+    res = run(tree_path, work_dir() / "build" / tree_key / f"kunit-tool{suffix}",
+              hide_kvm=not kvm, env=env,
+              cc=f"ccache {gcc}" if shutil.which("ccache") else None, arch=arch)
     say(f"  kunit.py: {res.line}")
     say(f"  kunit.py: {'ok' if res.ok else 'FAILED'} in {res.seconds:.0f}s, build and boot "
         f"included (log: {res.log})")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import build as buildmod
-from . import deps, kselftest, kunit, kunit_tool, series, series_check
+from . import deps, kselftest, kunit, kunit_tool, pseries, series, series_check
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import plan as planmod
@@ -25,6 +25,19 @@ DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
 # KUnit boots of the test command: the fixtures on 192 possible CPUs with 2
 # online, then every CPU of smt4-numa online for the live-domain comparison.
 KUNIT_RUNS = [("2x12x8", 2), ("smt4-numa", None)]
+# The POWER test ('./schedlab test --arch ppc64le'): pseries guests, the
+# topology boots on SMT8 and SMT4, the fixtures on 192 possible CPUs, then
+# the live-domain comparison with every CPU of each guest online.
+PPC_TOPOLOGIES = ["smt8", "smt4"]
+PPC_KUNIT_RUNS = [("2x12x8", 2), ("smt8", None), ("smt4", None)]
+# The test command's POWER stages boot only the SMT8 guest (the SMT4 one is
+# in its KUnit boot and in 'test --arch ppc64le').
+CI_PPC_TOPOLOGIES = ["smt8"]
+
+
+def power_checks(topologies: List[str]) -> List[str]:
+    return ([f"boot {t} (pseries)" for t in topologies]
+            + [f"KUnit {t} (pseries)" for t, _ in PPC_KUNIT_RUNS])
 # The measurement harness's integration test: a short plan, every probe but
 # the cost probes (each measured alone, under icount: ICOUNT_INTEGRATION).
 # The knob exercises --knob/--arm end to end (written, read back, restored).
@@ -72,24 +85,36 @@ def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOpti
     return res.returncode
 
 
+def setup_and_fetch(st: Stages, tree_spec: TreeSpec):
+    """The first two stages of every command here: packages and venv, the tree."""
+    with st.stage("setup"):
+        deps.setup()
+    with st.stage("fetch"):
+        tree = tree_spec.resolve()
+        say(f"  base: {tree.description}")
+    return tree
+
+
 def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
              arch: Optional[str] = None) -> int:
     """Build and boot: fetch to topology check."""
     st = Stages()
     try:
-        with st.stage("setup"):
-            deps.setup()
-        with st.stage("fetch"):
-            tree = tree_spec.resolve()
-            say(f"  base: {tree.description}")
+        tree = setup_and_fetch(st, tree_spec)
         with st.stage("series apply"):
             commit = series.ensure_variant(tree, "patched")
-        with st.stage("build patched/lab"):
+        with st.stage(f"build patched/lab{'' if not arch else ' ' + arch}"):
             result = buildmod.build(tree, "patched", commit, "lab", arch)
         rc = 0
         for name in topologies:
             with st.stage(f"boot {name} + topology check"):
-                rc |= run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts)
+                if arch == "ppc64le":
+                    rc |= pseries.run_topology_check(result.image,
+                                                     topomod.parse_topology(name),
+                                                     opts.online, opts.memory, opts.append,
+                                                     opts.timeout)
+                else:
+                    rc |= run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts)
         return rc
     finally:
         say(st.summary())
@@ -162,6 +187,8 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
             [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
                                                      "measure integration",
                                                      "icount integration"]
+        if ppc:
+            checks += power_checks(CI_PPC_TOPOLOGIES)
         if reliability:
             checks += ["soak", "peer tests"]
     try:
@@ -193,7 +220,8 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
                     failed.append(f"boot {name}")
         for name, online in KUNIT_RUNS:
             with st.stage(f"KUnit on {name}"):
-                if not kunit.run_on(tree.path, result.image, name, online, None, opts.timeout):
+                if not kunit.run_on(tree.path, result.image, name, online, None, opts.timeout,
+                                    require_live=online is None):
                     failed.append(f"KUnit {name}")
         with st.stage("KUnit with kunit.py (the README's command)"):
             if not kunit_tool.run_readme_command(tree.path, tree.key, result.image):
@@ -201,6 +229,8 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         with st.stage(f"kselftest sched/{kselftest.SELFTEST[1]} on {kselftest.SELFTEST[0]}"):
             if not kselftest.run_selftest(tree, result.image, opts):
                 failed.append("kselftest")
+        if ppc:
+            power_stages(st, tree, opts, failed, CI_PPC_TOPOLOGIES)
         with st.stage("build patched/probe + measurement series"):
             probe = built(tree, probe_build("patched"))
         with st.stage(f"measure integration ({INTEGRATION_TOPOLOGY}, "
@@ -222,8 +252,72 @@ def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
                     failed.append("peer tests")
     finally:
         say(st.summary())
-    passed = len(checks) - len(failed)
+    return verdict("test", checks, failed)
+
+
+def verdict(name: str, checks: List[str], failed: List[str]) -> int:
+    """The last lines of a test command: the failed stages, 'NAME: N passed,
+    N failed'; the exit status."""
     if failed:
         say(f"failed stages: {', '.join(failed)}")
-    say(f"test: {passed} passed, {len(failed)} failed")
+    say(f"{name}: {len(checks) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0
+
+
+def power_stages(st: Stages, tree, opts: VmOptions, failed: List[str],
+                 topologies: List[str]) -> None:
+    """The POWER stages: the ppc64le lab build, topology boots of the
+    given topologies, KUnit on PPC_KUNIT_RUNS (the live comparison must run
+    and pass with every CPU online)."""
+    with st.stage("build patched/lab ppc64le"):
+        try:
+            result = built(tree, BuildSpec("patched", "lab", "ppc64le"))
+        except LabError as exc:
+            say(f"  FAIL: {exc}")
+            failed.append("build ppc64le")
+            return
+    for name in topologies:
+        with st.stage(f"boot {name} (pseries) + topology check"):
+            try:
+                ok = pseries.run_topology_check(result.image, topomod.parse_topology(name),
+                                                None, opts.memory, opts.append,
+                                                opts.timeout) == 0
+            except LabError as exc:
+                say(f"  FAIL: {exc}")
+                ok = False
+            if not ok:
+                failed.append(f"boot {name} (pseries)")
+    for name, online in PPC_KUNIT_RUNS:
+        with st.stage(f"KUnit on {name} (pseries)"):
+            try:
+                ok = kunit.run_on(tree.path, result.image, name, online, None, opts.timeout,
+                                  arch="ppc64le", require_live=online is None)
+            except LabError as exc:
+                say(f"  FAIL: {exc}")
+                ok = False
+            if not ok:
+                failed.append(f"KUnit {name} (pseries)")
+
+
+def ppc_test_command(tree_spec: TreeSpec, opts: VmOptions, kunit_py: bool = True) -> int:
+    """'./schedlab test --arch ppc64le': the series on POWER under qemu pseries.
+
+    One ppc64le lab build; the busybox topology boots (PPC_TOPOLOGIES);
+    KUnit on 192 possible CPUs and on every CPU of an SMT8 and an SMT4 guest
+    (fixture_matches_live_domains must run and pass there); then the
+    README's kunit.py command for powerpc (its own cross build)."""
+    failed: List[str] = []
+    st = Stages(failed)
+    checks = power_checks(PPC_TOPOLOGIES) + (["kunit.py"] if kunit_py else [])
+    try:
+        tree = setup_and_fetch(st, tree_spec)
+        power_stages(st, tree, opts, failed, PPC_TOPOLOGIES)
+        if kunit_py:
+            with st.stage("KUnit with kunit.py for powerpc (the README's command)"):
+                image = built(tree, BuildSpec("patched", "lab", "ppc64le", no_build=True)).image
+                if not kunit_tool.run_readme_command(tree.path, tree.key, image,
+                                                     arch="ppc64le"):
+                    failed.append("kunit.py")
+    finally:
+        say(st.summary())
+    return verdict("test --arch ppc64le", checks, failed)

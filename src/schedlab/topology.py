@@ -55,12 +55,14 @@ class Topology:
         per = self.cpus // self.nodes
         return list(range(node * per, (node + 1) * per))
 
-    def expected_domains(self) -> List[str]:
+    def expected_domains(self, arch: str = "x86_64") -> List[str]:
         """Sched domain names of a CPU after degenerate levels are removed.
 
-        SMT spans the core, MC the socket (QEMU gives one LLC per socket), PKG
-        all CPUs of a node, NUMA all nodes.  A level whose span equals the
-        level below it is removed by the kernel (sd_degenerate/sd_parent_degenerate).
+        SMT spans the core, MC the LLC, PKG all CPUs of a node, NUMA all
+        nodes.  QEMU gives an x86 guest one LLC per socket; a pseries guest
+        (ppc64le) has its LLC in the core and no MC level (pseries.py).  A
+        level whose span equals the level below it is removed by the kernel
+        (sd_degenerate/sd_parent_degenerate).
         """
         names = []
         spans = []  # number of CPUs each level spans
@@ -68,11 +70,11 @@ class Topology:
             names.append("SMT")
             spans.append(self.threads)
         mc = self.cores * self.threads
-        if not spans or mc > spans[-1]:
+        if arch != "ppc64le" and (not spans or mc > spans[-1]):
             names.append("MC")
             spans.append(mc)
         pkg = self.cpus // self.nodes
-        if pkg > spans[-1]:
+        if pkg > (spans[-1] if spans else 1):
             names.append("PKG")
             spans.append(pkg)
         if self.nodes > 1:
@@ -133,6 +135,16 @@ def numa_node_specs(topo: Topology, memory_mib: int) -> List[str]:
         cpus = topo.node_cpus(node)
         out.append(f"{per_node}M,cpus={cpus[0]}-{cpus[-1]}")
     return out
+
+
+def qemu_numa_args(topo: Topology, memory_mib: int) -> List[str]:
+    """qemu's own -object/-numa arguments for numa_node_specs() (no virtme-ng)."""
+    args: List[str] = []
+    for node, spec in enumerate(numa_node_specs(topo, memory_mib)):
+        size, cpus = spec.split(",cpus=")
+        args += ["-object", f"memory-backend-ram,id=mem{node},size={size}",
+                 "-numa", f"node,nodeid={node},cpus={cpus},memdev=mem{node}"]
+    return args
 
 
 def kernel_cpu_args(topo: Topology, online: Optional[int]) -> List[str]:
@@ -207,7 +219,8 @@ def parse_guest_report(text: str) -> GuestView:
     return view
 
 
-def check_view(topo: Topology, view: GuestView, online: Optional[int] = None) -> List[str]:
+def check_view(topo: Topology, view: GuestView, online: Optional[int] = None,
+               arch: str = "x86_64") -> List[str]:
     """Differences between the guest's view and the topology; empty when they agree."""
     problems = []
     want_online = topo.cpus if online is None else min(online, topo.cpus)
@@ -250,7 +263,7 @@ def check_view(topo: Topology, view: GuestView, online: Optional[int] = None) ->
             if nodes.get(node) != want:
                 problems.append(f"node{node}: cpus {nodes.get(node)}, expected {want}")
     if want_online == topo.cpus:
-        want_doms = topo.expected_domains()
+        want_doms = topo.expected_domains(arch)
         if not view.domains:
             problems.append("no sched domains in /sys/kernel/debug/sched/domains/cpu0")
         elif view.domains != want_doms:

@@ -160,7 +160,7 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
     return res
 
 
-def format_view(topo: topomod.Topology, view: topomod.GuestView) -> str:
+def format_view(topo: topomod.Topology, view: topomod.GuestView, arch: str = "x86_64") -> str:
     lines = [f"  guest: {view.nproc} CPUs online of {len(view.possible)} possible, "
              f"{len(view.nodes)} NUMA node(s), cpu0 domains: {' '.join(view.domains) or '-'}"]
     sib_lists = sorted({sib for sib, _c, _p in view.cpus.values()})
@@ -169,5 +169,6 @@ def format_view(topo: topomod.Topology, view: topomod.GuestView) -> str:
     lines.append(f"  SMT sibling sets: {shown}{more}")
     for node, cpus in sorted(view.nodes.items()):
         lines.append(f"  node{node}: {topomod.format_cpulist(cpus)}")
-    lines.append(f"  expected: {topo.describe()}, domains {' '.join(topo.expected_domains())}")
+    lines.append(f"  expected: {topo.describe()}, domains "
+                 f"{' '.join(topo.expected_domains(arch))}")
     return "\n".join(lines)
