@@ -30,12 +30,13 @@ from . import topology as topomod
 from .util import LabError, cache_dir, fmt_secs, log_dir, package_file, run, run_in_group, say
 
 QEMU = "qemu-system-ppc64"
-# SMT under TCG came to the pseries machine with qemu 8.1 ("spapr: TCG allow
-# up to 8-thread SMT on POWER8 and newer CPUs"); Debian 12's 7.2 refuses
-# threads > 1 ("TCG cannot support more than 1 thread/core on a pseries
-# machine").  Where the system's qemu is older, qemu_wrapper() unpacks
-# qemu-system-ppc of the mirror's <suite>-backports into the cache.
-MIN_QEMU = (8, 1)
+# SMT under TCG came to the pseries machine with the 2023 series "spapr:
+# TCG allow up to 8-thread SMT on POWER8 and newer CPUs"; Debian 12's 7.2
+# refuses threads > 1 ("TCG cannot support more than 1 thread/core on a
+# pseries machine"), 10.0 works. 9.0 is a safe floor.  Where the system's
+# qemu is older, qemu_wrapper() unpacks qemu-system-ppc of the mirror's
+# <suite>-backports into the cache.
+MIN_QEMU = (9, 0)
 QEMU_PACKAGES = ("qemu-system-ppc", "qemu-system-data")
 # The CPU model: POWER10, as the machines the series is for (seed 000).
 CPU_MODEL = "power10"
