@@ -56,6 +56,19 @@ def test_lab_and_probe_differ_in_the_kunit_option_alone():
     assert diff == {"CONFIG_SCHED_FAIR_KUNIT_TEST"}
 
 
+def test_ppc64le_lab_is_the_initramfs_guest():
+    """No vng or trace fragment (a cold build half as long), what the initramfs needs."""
+    arch = b.get_arch("ppc64le")
+    frags = [f.name for f in b.config_fragments("lab", arch)]
+    assert frags == ["ppc64le.config", "lab.config"]
+    merged = b.merge_fragments([(b.CONFIG_DIR / n).read_text() for n in frags])
+    for sym in ("BLK_DEV_INITRD", "DEVTMPFS", "HVC_CONSOLE", "SCHED_SMT", "NUMA",
+                "DEBUG_FS", "SCHED_FAIR_KUNIT_TEST"):
+        assert merged.get("CONFIG_" + sym) == "y", sym
+    assert "CONFIG_DEBUG_INFO_BTF" not in merged
+    assert [f.name for f in b.config_fragments("debug", arch)][-1] == "debug.config"
+
+
 def test_unknown_config_and_arch():
     with pytest.raises(LabError, match="unknown config"):
         b.config_fragments("fast", b.get_arch("x86_64"))
