@@ -134,3 +134,16 @@ def test_funclatency_libbpf_from_the_vm():
 def test_tbench_from_the_vm():
     m = p.dbench(read("tbench-vm.txt"))
     assert list(m.values())[0].value == pytest.approx(34.0297)
+
+
+def test_cg_nested_shares():
+    m = p.cg_nested(read("cg-nested.txt"))
+    leaf0, nested = 25068399, 14428856 + 15333323
+    assert m["nested share error"].value == pytest.approx(100 * (nested - leaf0) / (leaf0 + nested))
+    assert 8.5 < m["nested share error"].value < 8.6
+    assert not m["nested share error"].higher_is_better
+    assert m["leaf0 share"].value == pytest.approx(100 * leaf0 / (leaf0 + nested))
+    assert m["cg-nested cpus used"].value == pytest.approx((leaf0 + nested) / 7161207)
+    assert p.cg_nested("cgn: cpus 8\n") == {}
+    assert p.cg_nested(read("cg-nested.txt").replace("leaf0_usec 25068399",
+                                                     "leaf0_usec -1")) == {}

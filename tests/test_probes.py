@@ -96,7 +96,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r"migrations per s|cpu busy|"
         r"hackbench time|perf sched \w+ time|stress-ng \w+ bogo-ops/s|"
         r"tg (achieved/entitled|cpus carrying >=10% of its time|wakeups placed on a busy cpu)|"
-        r"hackbench rounds per s|"
+        r"hackbench rounds per s|nested share error|leaf0 share|"
         r"(dbench|tbench) throughput|schbench rps|"
         r"should_we_balance mean time \(funclatency\))$")
     names = [m.name for m in probemod.catalogue()] + [

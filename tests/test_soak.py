@@ -200,3 +200,82 @@ def test_peer_report_names_the_tests_that_passed_on_a_retry():
     text = "\n".join(lines)
     assert "patched: cgroup.test_cpu.w ran 2 times: fail, pass" in text
     assert "test_cpu.x" not in text
+
+
+def test_new_failures_are_the_failed_tests_base_passed():
+    got = {"cgroup.test_cpu": "FAIL", "cgroup.test_cpu.a": "FAIL",
+           "cgroup.test_cpu.b": "FAIL", "cgroup.test_cpu.c": "PASS", "cgroup.test_cpu.d": "SKIP"}
+    assert peer.new_failures(got, {"cgroup.test_cpu", "cgroup.test_cpu.b"}) == ["cgroup.test_cpu.a"]
+    assert peer.new_failures(got, set()) == ["cgroup.test_cpu", "cgroup.test_cpu.a",
+                                             "cgroup.test_cpu.b"]
+
+
+def _fake_variant(tmp_path, monkeypatch, progs, base):
+    """run_variant with the guest script run on this machine: each boot runs
+    `cmd` in bash, with BOOT set to the boot's number (from 1)."""
+    work = tmp_path / "work"
+    bindir = tmp_path / "bin"
+    paths = []
+    for name, body in progs.items():
+        suite, prog = name.split("/")
+        (bindir / suite).mkdir(parents=True, exist_ok=True)
+        (bindir / suite / prog).write_text("#!/bin/bash\n" + body)
+        (bindir / suite / prog).chmod(0o755)
+        paths.append(bindir / suite / prog)
+    script = package_file("guest/peer-selftests.sh").read_text()
+    (tmp_path / "s.sh").write_text(
+        script.replace("mountpoint -q", ": mountpoint -q").replace("dmesg >", ": >"))
+    boots = []
+
+    def boot(image, topo, cmd, **kw):
+        boots.append(cmd)
+        subprocess.run(["bash", "-c", cmd], check=True,
+                       env={"PATH": "/usr/bin:/bin", "BOOT": str(len(boots))})
+
+    class K:
+        results, passed, failed, skipped, seconds, log = [("s.c", "PASS")], 1, 0, 0, 1, ""
+
+    monkeypatch.setattr(peer, "work_dir", lambda: work)
+    monkeypatch.setattr(peer, "package_file", lambda name: tmp_path / "s.sh")
+    monkeypatch.setattr(peer.series, "ensure_variant", lambda *a: "c0ffee")
+    monkeypatch.setattr(peer, "built", lambda *a: type("B", (), {"image": Path("bzImage")}))
+    monkeypatch.setattr(peer.kunitmod, "run_kunit", lambda *a, **kw: K)
+    monkeypatch.setattr(peer, "build_selftests", lambda *a: paths)
+    monkeypatch.setattr(peer, "latest", lambda v: base)
+    monkeypatch.setattr(peer.vm, "boot", boot)
+    return peer.run_variant(type("T", (), {"path": tmp_path})(), "patched"), boots
+
+
+def test_a_test_failing_every_attempt_of_a_boot_runs_again_on_a_second(tmp_path, monkeypatch):
+    """cgroup/share fails its case w in every attempt of the first boot and
+    passes on the second; cgroup/known fails case k, which base does not
+    pass either, and runs on one boot; sched/fine passes at once."""
+    base = peer.PeerResult("base", selftests={"cgroup.share.w": "PASS", "cgroup.known.k": "FAIL",
+                                              "cgroup.known": "FAIL"})
+    res, boots = _fake_variant(tmp_path, monkeypatch, {
+        "sched/fine": 'echo "ok 1 f"\n',
+        "cgroup/share": 'echo "ok 1 v"\n[ "$BOOT" = 2 ] && { echo "ok 2 w"; exit 0; }\n'
+                        'echo "not ok 2 w"\nexit 1\n',
+        "cgroup/known": 'echo "not ok 1 k"\nexit 1\n'}, base)
+    assert len(boots) == 2
+    assert "cgroup/share" in boots[1] and "known" not in boots[1] and "fine" not in boots[1]
+    assert res.attempts["cgroup.share.w"] == ["FAIL"] * (1 + peer.RETRIES_PER_BOOT) + ["PASS"]
+    assert res.selftests["cgroup.share.w"] == "PASS"
+    assert res.selftests["cgroup.known.k"] == "FAIL" and "cgroup.known.k" not in res.attempts
+    assert peer.compare(base, res)[1] == []
+
+
+def test_a_test_failing_on_both_boots_is_an_error(tmp_path, monkeypatch):
+    base = peer.PeerResult("base", selftests={"cgroup.share.w": "PASS"})
+    res, boots = _fake_variant(tmp_path, monkeypatch, {
+        "cgroup/share": 'echo "not ok 1 w"\nexit 1\n'}, base)
+    assert len(boots) == peer.SELFTEST_BOOTS == 2
+    assert res.attempts["cgroup.share.w"] == ["FAIL"] * 2 * (1 + peer.RETRIES_PER_BOOT)
+    assert peer.compare(base, res)[1] == ["kselftest: cgroup.share.w: passes on base, fail on patched"]
+
+
+def test_without_a_base_the_selftests_boot_once(tmp_path, monkeypatch):
+    res, boots = _fake_variant(tmp_path, monkeypatch, {
+        "cgroup/share": 'echo "not ok 1 w"\nexit 1\n'}, None)
+    assert len(boots) == 1
+    assert res.attempts["cgroup.share.w"] == ["FAIL"] * (1 + peer.RETRIES_PER_BOOT)

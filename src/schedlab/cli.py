@@ -312,7 +312,7 @@ def add_peer_tests(sub: Sub) -> None:
                    help="only this one, compared with the newest run of the other "
                         "(default: both)")
     g.add_argument("--timeout", type=float, default=5400, metavar="SECS",
-                   help="for each of the two boots")
+                   help="for each boot (KUnit, then the selftests)")
     g.add_argument("--save", action="store_true",
                    help="keep the results in results/peer-tests/VARIANT.json (the "
                         "committed pass set a run without the other variant compares with)")

@@ -382,3 +382,27 @@ def tg_gather(text: str) -> Dict[str, Metric]:
     else:
         out.update({k: v for k, v in stress_ng(text).items() if k.endswith("bogo-ops/s")})
     return out
+
+
+_CGN_LINE = re.compile(r"^cgn: (\w+) (-?\d+)", re.M)
+
+
+def cg_nested(text: str) -> Dict[str, Metric]:
+    """guest/workloads/cg-nested.sh: leaf0's CPU time against its nested
+    siblings' (leaf1 + leaf2), which it is entitled to match.  The error is
+    the cgroup selftest's measure, |leaf0 - nested| / (leaf0 + nested),
+    whose tolerance there is 15%."""
+    v = {k: int(x) for k, x in _CGN_LINE.findall(text)}
+    try:
+        leaf0, nested = v["leaf0_usec"], v["leaf1_usec"] + v["leaf2_usec"]
+        window, cpus = v["window_usec"], v["cpus"]
+    except KeyError:
+        return {}
+    if leaf0 < 0 or nested < 0 or leaf0 + nested <= 0 or window <= 0 or cpus <= 0:
+        return {}
+    total = leaf0 + nested
+    return {
+        "nested share error": Metric(100.0 * abs(leaf0 - nested) / total, "%", "count", False),
+        "leaf0 share": Metric(100.0 * leaf0 / total, "%", "count", True),
+        "cg-nested cpus used": Metric(total / window, "CPUs", "count", True),
+    }

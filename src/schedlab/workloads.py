@@ -91,6 +91,11 @@ _add(Workload("dbench", "cd /tmp && dbench -t $SECS $NCPU", parsers.dbench, ("db
 _add(Workload("tbench", _script("tbench.sh"), parsers.dbench, ("tbench", "tbench_srv"),
               "tbench over loopback, one client per online CPU",
               results=("tbench throughput",)))
+_add(Workload("cgroup-nested", _script("cg-nested.sh"), parsers.cg_nested, ("stress-ng",),
+              "nested cgroup CPU shares, the layout of the cgroup selftest "
+              "test_cpucg_nested_weight_overprovisioned (a leaf beside a group of two, "
+              "NCPU hogs each), read over a window all three share",
+              results=("nested share error", "leaf0 share"), overhead=5))
 # The task-group gathering study (guest/workloads/tg-gather.sh): a group
 # whose tasks wake each other, at depth 1 or 2, every CPU kept busy by other
 # groups.  Named tg-WAKER-dDEPTH-SHARE-tTASKS, SHARE being "seed" (default

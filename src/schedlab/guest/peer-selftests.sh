@@ -3,10 +3,12 @@
 # program runs from its own folder with a time limit; its output goes to
 # OUT/NAME.txt and its exit status to OUT/NAME.status (124: timed out).
 # A program that fails (neither 0 nor KSFT_SKIP) runs again, at most
-# RETRIES (6) more times on the same boot, as long as one of its tests has
-# failed in every attempt so far: the cgroup tests compare CPU times with
-# wall time, which single-thread TCG does not always honour (one test_cpu
-# run takes about a minute). Attempt K (from 1) goes to
+# RETRIES (6 here; peer_tests.py passes 3) more times on the same boot, as
+# long as one of its tests has failed in every attempt so far: the cgroup
+# tests compare CPU times with wall time, which single-thread TCG does not
+# always honour (one test_cpu run takes about a minute). A program still
+# failing after that gets a second boot from peer_tests.py, in its own
+# folder. Attempt K (from 1) goes to
 # OUT/NAME.retryK.{txt,status}. When OUT/known-failures lists tests (NAME
 # or NAME.CASE, one a line: what did not pass on base), those are not
 # retried: only a new failure could be an error.
