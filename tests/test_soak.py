@@ -203,11 +203,14 @@ def test_peer_report_names_the_tests_that_passed_on_a_retry():
 
 
 def test_new_failures_are_the_failed_tests_base_passed():
-    got = {"cgroup.test_cpu": "FAIL", "cgroup.test_cpu.a": "FAIL",
-           "cgroup.test_cpu.b": "FAIL", "cgroup.test_cpu.c": "PASS", "cgroup.test_cpu.d": "SKIP"}
-    assert peer.new_failures(got, {"cgroup.test_cpu", "cgroup.test_cpu.b"}) == ["cgroup.test_cpu.a"]
-    assert peer.new_failures(got, set()) == ["cgroup.test_cpu", "cgroup.test_cpu.a",
-                                             "cgroup.test_cpu.b"]
+    got = {"cgroup.test_cpu": "FAIL", "cgroup.test_cpu.a": "FAIL", "cgroup.test_cpu.b": "FAIL",
+           "cgroup.test_cpu.new case": "FAIL", "cgroup.test_cpu.c": "PASS",
+           "cgroup.test_cpu.d": "SKIP"}
+    base = peer.PeerResult("base", selftests={"cgroup.test_cpu": "FAIL", "cgroup.test_cpu.a": "PASS",
+                                              "cgroup.test_cpu.b": "FAIL"})
+    assert peer.new_failures(got, base) == ["cgroup.test_cpu.a"]
+    assert peer.new_failures(got, None) == ["cgroup.test_cpu", "cgroup.test_cpu.a",
+                                            "cgroup.test_cpu.b", "cgroup.test_cpu.new case"]
 
 
 def _fake_variant(tmp_path, monkeypatch, progs, base):
@@ -274,8 +277,8 @@ def test_a_test_failing_on_both_boots_is_an_error(tmp_path, monkeypatch):
     assert peer.compare(base, res)[1] == ["kselftest: cgroup.share.w: passes on base, fail on patched"]
 
 
-def test_without_a_base_the_selftests_boot_once(tmp_path, monkeypatch):
+def test_without_a_base_every_test_failing_a_whole_boot_gets_a_second(tmp_path, monkeypatch):
     res, boots = _fake_variant(tmp_path, monkeypatch, {
-        "cgroup/share": 'echo "not ok 1 w"\nexit 1\n'}, None)
-    assert len(boots) == 1
-    assert res.attempts["cgroup.share.w"] == ["FAIL"] * (1 + peer.RETRIES_PER_BOOT)
+        "cgroup/share": 'echo "not ok 1 w"\nexit 1\n', "cgroup/fine": 'echo "ok 1 f"\n'}, None)
+    assert len(boots) == 2 and "share" in boots[1] and "fine" not in boots[1]
+    assert res.attempts["cgroup.share.w"] == ["FAIL"] * 2 * (1 + peer.RETRIES_PER_BOOT)

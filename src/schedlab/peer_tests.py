@@ -9,7 +9,8 @@ for the cgroup tests):
   tree's kunit.py parses the console (kunit.py in this package);
 - kselftests: tools/testing/selftests/sched (every program the variant's
   commit has) and tools/testing/selftests/cgroup test_cpu and test_cpuset,
-  built from the checked-out tree, run in one VM boot (guest/peer-selftests.sh).
+  built from the checked-out tree, run in one VM boot (guest/peer-selftests.sh),
+  and a second one for a program with a test that failed in every attempt.
 
 Each variant's results are kept under work/peer-tests/; the report puts
 them side by side with the newest run of the other variant.  A test that
@@ -37,9 +38,10 @@ TOPOLOGY = "smt4"
 CGROUP_TESTS = ("test_cpu", "test_cpuset")
 # A selftest program runs at most 1 + RETRIES_PER_BOOT times on a boot
 # (guest/peer-selftests.sh); one with a test that failed in every attempt
-# and passed on base runs again on a fresh boot, up to SELFTEST_BOOTS
-# boots.  How far test_cpu's share tests land from their tolerance under
-# single-thread TCG changes from boot to boot (README, Reliability).
+# runs again on a fresh boot, up to SELFTEST_BOOTS boots, unless base did
+# not pass that test either.  How far test_cpu's share tests land from
+# their tolerance under single-thread TCG changes from boot to boot
+# (README, Reliability).
 RETRIES_PER_BOOT = 3
 SELFTEST_BOOTS = 2
 # A test's status: PASS, FAIL, SKIP, or MISSING (not in this variant's run).
@@ -55,7 +57,7 @@ class PeerResult:
     kunit: Dict[str, str] = field(default_factory=dict)       # suite.case[.param] -> status
     selftests: Dict[str, str] = field(default_factory=dict)   # program[.case] -> status
     # program[.case] -> its status in each attempt, for the programs that ran
-    # again after failing (guest/peer-selftests.sh: at most six retries)
+    # again after failing (RETRIES_PER_BOOT on a boot, up to SELFTEST_BOOTS boots)
     attempts: Dict[str, List[str]] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
     out: str = ""
@@ -111,10 +113,11 @@ def read_attempts(out: Path, name: str) -> List[Dict[str, str]]:
     return got
 
 
-def new_failures(results: Dict[str, str], known: Set[str]) -> List[str]:
+def new_failures(results: Dict[str, str], base: Optional[PeerResult]) -> List[str]:
     """The tests of one program's merged RESULTS that failed in every
-    attempt and are not KNOWN (did not pass on base)."""
-    return sorted(t for t, st in results.items() if st == FAIL and t not in known)
+    attempt and could be an error: base passed them, or there is no base."""
+    return sorted(t for t, st in results.items() if st == FAIL
+                  and (base is None or base.selftests.get(t) == PASS))
 
 
 def _has_file(tree: source.Tree, commit: str, path: str) -> bool:
@@ -169,17 +172,16 @@ def run_variant(tree: source.Tree, variant: str, no_build: bool = False,
         (out / "known-failures").write_text(
             "".join(f"{t}\n" for t, st in sorted(base.selftests.items()) if st != PASS))
     say(f"  kselftests: {', '.join(p.parent.name + '/' + p.name for p in progs)}")
-    known = set((out / "known-failures").read_text().split()) if base else set()
     todo = progs
     boots: List[Tuple[Path, List[Path]]] = []   # each boot's folder and programs
-    # Without a base to compare with, nothing is an error: one boot.
-    for boot in range(1, (SELFTEST_BOOTS if base else 1) + 1):
+    for boot in range(1, SELFTEST_BOOTS + 1):
         where = out if boot == 1 else out / f"boot{boot}"
         if boot > 1:
             say(f"  kselftests, boot {boot} (failed in every attempt of the first): "
                 + ", ".join(p.parent.name + "/" + p.name for p in todo))
             where.mkdir()
-            (where / "known-failures").write_text((out / "known-failures").read_text())
+            if base:
+                (where / "known-failures").write_text((out / "known-failures").read_text())
         cmd = " ".join([f"RETRIES={RETRIES_PER_BOOT}",
                         f"bash {package_file('guest/peer-selftests.sh')}", str(where),
                         *map(str, todo), f"; uname -r > {out}/release.txt"])
@@ -191,7 +193,7 @@ def run_variant(tree: source.Tree, variant: str, no_build: bool = False,
             res.problems.append(str(exc))
             break
         todo = [p for p in todo if new_failures(
-            merge_attempts(read_attempts(where, f"{p.parent.name}.{p.name}"))[0], known)]
+            merge_attempts(read_attempts(where, f"{p.parent.name}.{p.name}"))[0], base)]
         if not todo:
             break
     for p in progs:

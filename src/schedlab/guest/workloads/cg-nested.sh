@@ -73,6 +73,7 @@ done
 read -r t0 a0 b0 c0 < <(snap)
 sleep "$SECS"
 read -r t1 a1 b1 c1 < <(snap)
+if [ -z "$c0" ] || [ -z "$c1" ]; then die "could not read usage_usec of the three leaves"; fi
 echo "cgn: cpus $NCPU"
 echo "cgn: window_usec $(( t1 - t0 ))"
 echo "cgn: leaf0_usec $(( a1 - a0 ))"
