@@ -51,7 +51,8 @@ echo +cpu > "$top/child/cgroup.subtree_control" || die "no cpu controller in $to
 mk child/leaf1 5000
 mk child/leaf2 5000
 leaves=(leaf0 child/leaf1 child/leaf2)
-stats=("$top/leaf0/cpu.stat" "$top/child/leaf1/cpu.stat" "$top/child/leaf2/cpu.stat")
+stats=()
+for l in "${leaves[@]}"; do stats+=("$top/$l/cpu.stat"); done
 
 # One reading of the three leaves' usage_usec (one awk, so the three are
 # read together), and the time in microseconds at its middle.
