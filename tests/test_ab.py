@@ -30,3 +30,25 @@ def test_selftest_verdict():
     assert not kselftest.verdict(skipped, "0")[0]
     assert not kselftest.verdict(tap, "1")[0]
     assert "no kselftest totals" in kselftest.verdict("Kernel panic", "")[1]
+
+
+def test_selftest_report_lines():
+    # A failure of v7's test (a run here; CI printed neither the counts
+    # nor the failed expectation).
+    tap = """TAP version 13
+1..1
+# Starting 1 tests from 1 test cases.
+#  RUN           knob.large_factor_cuts_newidle_balancing ...
+# newidle_gate_test.c:270:large_factor_cuts_newidle_balancing:at 100%: 769, at 100000%: 2, at 100% again: 158
+# newidle_gate_test.c:283:large_factor_cuts_newidle_balancing:Expected 4 * again (632) > dflt (769)
+# large_factor_cuts_newidle_balancing: Test failed
+#          FAIL  knob.large_factor_cuts_newidle_balancing
+not ok 1 knob.large_factor_cuts_newidle_balancing
+# FAILED: 0 / 1 tests passed.
+"""
+    lines = kselftest.report_lines(tap, "newidle_gate_test")
+    assert [line.split(":")[1] if ".c:" in line else line for line in lines] == [
+        "270", "283", "# large_factor_cuts_newidle_balancing: Test failed",
+        "#          FAIL  knob.large_factor_cuts_newidle_balancing",
+        "not ok 1 knob.large_factor_cuts_newidle_balancing"]
+    assert kselftest.report_lines(tap, "other_test")[0].endswith("Test failed")

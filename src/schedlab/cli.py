@@ -252,9 +252,11 @@ def add_kunit(sub: Sub) -> None:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
+    if args.boots < 1:
+        raise LabError(f"selftest: --boots must be 1 or more, not {args.boots}")
     tree = tree_spec(args).resolve()
     result = built(tree, build_spec(args))
-    return 0 if kselftest.run_selftest(tree, result.image, vm_options(args)) else 1
+    return 0 if kselftest.run_selftest(tree, result.image, vm_options(args), args.boots) else 1
 
 
 def add_selftest(sub: Sub) -> None:
@@ -264,6 +266,9 @@ def add_selftest(sub: Sub) -> None:
     add_tree_opts(s)
     add_build_opts(s)
     add_vm_opts(s, check=False)
+    s.add_argument("--boots", type=int, default=1, metavar="N",
+                   help="run it in N boots, one after the other (default 1), to see "
+                   "how its counts vary")
 
 
 def debug_command(sub: Sub, name: str, fn: Callable[[argparse.Namespace], int],
