@@ -52,3 +52,8 @@ not ok 1 knob.large_factor_cuts_newidle_balancing
         "#          FAIL  knob.large_factor_cuts_newidle_balancing",
         "not ok 1 knob.large_factor_cuts_newidle_balancing"]
     assert kselftest.report_lines(tap, "other_test")[0].endswith("Test failed")
+    hung = ("#  RUN           knob.round_trip ...\n"
+            "# round_trip: Test terminated by timeout\n"
+            "# ERROR SPAWNING TEST CHILD\n"
+            "#          FAIL  knob.round_trip\n")
+    assert kselftest.report_lines(hung, "newidle_gate_test") == hung.splitlines()[1:]
