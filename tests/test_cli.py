@@ -46,3 +46,86 @@ def test_typed_requests_from_options():
     args = _parse("ab", "--plan", "stress-50", "--runs", "2", "--probe", "swb")
     plan = cli.plan_request(args)
     assert plan.names() == ["stress-50"] and plan.runs == 2 and plan.probes == ("swb",)
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any fetch, build or boot fails the test: bad input must stop before them."""
+    from schedlab import build as buildmod
+    from schedlab import deps, source, spec, vm
+
+    def forbidden(what):
+        def fail(*a, **k):
+            raise AssertionError(f"{what} started on bad input")
+        return fail
+    monkeypatch.setattr(deps, "setup", forbidden("setup"))
+    monkeypatch.setattr(source, "resolve_tree", forbidden("a fetch"))
+    monkeypatch.setattr(spec, "built", forbidden("a build"))
+    monkeypatch.setattr(buildmod, "build", forbidden("a build"))
+    monkeypatch.setattr(vm, "boot", forbidden("a boot"))
+
+
+BAD_INPUT = [
+    # (command line, what the message must name)
+    (["vm", "-t", "smt9", "--", "nproc"], "smt4-numa"),       # names the presets
+    (["vm", "-t", "smt4", "--online", "9", "--", "nproc"], "has 8 CPUs"),
+    (["vm", "--arch", "sparc"], "invalid choice"),
+    (["build", "--config", "nope"], "invalid choice"),
+    (["build", "--variant", "both"], "invalid choice"),
+    (["kunit", "-t", "3x3"], "unknown topology"),
+    (["kunit", "--online", "0"], "1 or more"),
+    (["selftest", "--boots", "0"], "1 or more"),
+    (["soak", "-t", "smt9"], "unknown topology"),
+    (["soak", "--variant", "tip"], "invalid choice"),
+    (["peer-tests", "--variant", "tip"], "invalid choice"),
+    (["measure", "--label", "x", "--probe", "swb,nope"], "unknown probe 'nope'"),
+    (["measure", "--label", "x", "--plan", "stress-100,nope"], "unknown workload 'nope'"),
+    (["measure", "--label", "x", "--knob", "newidle cost=1"], "expected NAME=VALUE"),
+    (["measure", "--label", "../x"], "label '../x'"),
+    (["measure", "--label", "x", "-t", "smt9"], "unknown topology"),
+    (["ab", "-t", "smt9"], "unknown topology"),
+    (["ab", "--probe", "nope"], "unknown probe"),
+    (["ab", "--plan", "nope"], "unknown workload"),
+    (["ab", "--boots", "0"], "1 or more"),
+    (["ab", "--arm", "base=tip"], "VARIANT base or patched"),
+    (["ab", "--arm", "base=base"], "two arms or more"),
+    (["ab", "--label", "a b"], "label 'a b'"),
+    (["ab", "--arch", "sparc"], "invalid choice"),
+    (["compare", "no-such-set-1", "no-such-set-2"], "no result set 'no-such-set-1'"),
+    (["reparse", "no-such-set"], "no result set"),
+    (["tg-report", "no-such-set"], "no result set"),
+    (["run", "-t", "smt9"], "unknown topology"),
+    (["run", "--arch", "sparc"], "invalid choice"),
+    (["test", "-t", "smt9"], "unknown topology"),
+    (["test", "--arch", "sparc"], "invalid choice"),
+    (["test", "--arch", "ppc64le", "--full"], "POWER stages alone"),
+    (["series", "bogus"], "invalid choice"),
+    (["series", "export", "-v", "0"], "1 or more"),
+]
+
+
+@pytest.mark.parametrize("argv,named", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_refused_before_any_work(no_work, capsys, argv, named):
+    try:
+        status = cli.main(argv)
+    except SystemExit as exc:
+        status = exc.code
+    assert status == 2
+    assert named in capsys.readouterr().err
+
+
+def test_every_command_family_has_a_bad_input_case():
+    parser = cli.make_parser()
+    sub = next(a for a in parser._actions if a.dest == "cmd")
+    tried = {argv[0] for argv, _ in BAD_INPUT}
+    assert set(sub.choices) - tried <= {"setup", "fetch", "presets"}   # take no names
+
+
+def test_every_command_help_ends_with_examples(capsys):
+    parser = cli.make_parser()
+    sub = next(a for a in parser._actions if a.dest == "cmd")
+    for name in sub.choices:
+        with pytest.raises(SystemExit):
+            parser.parse_args([name, "--help"])
+        out = capsys.readouterr().out
+        assert "examples:\n  ./schedlab " + name in out, name

@@ -8,7 +8,8 @@ The two main commands:
                      build, boots, KUnit, kselftest, a measurement run
 
 Also: setup | fetch | presets | series ... | build | vm | kunit | selftest |
-measure | compare | reparse | run (fetch, apply, build, boot smt4).
+soak | peer-tests | measure | compare | reparse | tg-report | run.
+Every command's --help ends with examples.
 """
 
 from __future__ import annotations
@@ -16,118 +17,25 @@ from __future__ import annotations
 import argparse
 import signal
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Callable, List, Optional
 
 from . import ab as abmod
 from . import build as buildmod
 from . import compare as comparemod
-from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_cmd, tgstudy
+from . import deps, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
 from . import measure as measuremod
 from . import peer_tests as peermod
-from . import plan as planmod
-from . import probes as probemod
 from . import results as resmod
+from . import series
 from . import soak as soakmod
 from . import topology as topomod
-from . import vm
-from . import workloads as workmod
-from .spec import BuildSpec, TreeSpec, VmOptions, built, topologies
+from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, add_online, add_plan_opts,
+                      add_topology, add_tree_opts, add_vm_opts, build_spec, command,
+                      knob_arg, label_arg, plan_request, positive_int, result_set_arg,
+                      tree_spec, vm_options)
+from .plan import KNOB_DIR
+from .spec import BuildSpec, built
 from .util import LabError, eprint, say, set_repo
-
-Sub = Any   # argparse's subparsers action (a private type)
-
-# ------------------------------------------------------------------ option groups
-
-
-def add_tree_opts(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("kernel tree")
-    g.add_argument("--kernel", metavar="DIR",
-                   help="your own kernel git tree (e.g. tip/sched/core); default: "
-                        "$KERNEL_SRC, else Debian's linux-source-7.3")
-    g.add_argument("--base", metavar="REV",
-                   help="with --kernel: the base commit (default HEAD of that tree)")
-
-
-def tree_spec(args: argparse.Namespace) -> TreeSpec:
-    return TreeSpec(args.kernel, args.base)
-
-
-def add_build_opts(p: argparse.ArgumentParser, measure: bool = True) -> None:
-    g = p.add_argument_group("build")
-    g.add_argument("--variant", default="patched", choices=["base", "patched"])
-    g.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
-    g.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES),
-                   help="target architecture (default x86_64)")
-    if measure:
-        g.add_argument("--measure", action="store_true",
-                       help="also apply the measurement series (patches/measure/)")
-    g.add_argument("--no-build", action="store_true",
-                   help="boot what is already built, without an incremental build")
-
-
-def build_spec(args: argparse.Namespace) -> BuildSpec:
-    return BuildSpec(args.variant, args.config, args.arch, getattr(args, "measure", False),
-                     getattr(args, "no_build", False))
-
-
-def add_vm_opts(p: argparse.ArgumentParser, check: bool = True) -> None:
-    g = p.add_argument_group("VM")
-    g.add_argument("--online", type=int, metavar="K",
-                   help="bring up only K CPUs (kernel maxcpus=K); nr_cpu_ids stays N")
-    g.add_argument("--memory", type=int, default=2048, metavar="MIB")
-    g.add_argument("--append", action="append", default=[], metavar="ARG",
-                   help="extra kernel argument (repeatable)")
-    g.add_argument("--timeout", type=float, default=900, metavar="SECS")
-    if check:
-        g.add_argument("--accel", default="auto", choices=vm.ACCELS,
-                       help="icount: one host thread, the guest clock counting instructions")
-        g.add_argument("--no-check", action="store_true", help="skip the topology check")
-        g.add_argument("--verbose", action="store_true", help="show the guest console")
-        g.add_argument("--rwdir", action="append", default=[], type=Path, metavar="DIR",
-                       help="a host folder the guest may write (repeatable)")
-
-
-def vm_options(args: argparse.Namespace) -> VmOptions:
-    return VmOptions(args.online, args.memory, tuple(args.append), args.timeout,
-                     getattr(args, "no_check", False), getattr(args, "verbose", False),
-                     tuple(getattr(args, "rwdir", [])), getattr(args, "accel", "auto"))
-
-
-def add_plan_opts(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("measurement plan")
-    g.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
-    g.add_argument("--plan", help="comma-separated workloads (default "
-                   + ",".join(workmod.DEFAULT_PLAN) + "): " + ", ".join(workmod.WORKLOADS)
-                   + ", schbench")
-    g.add_argument("--probe", help="comma-separated probes (default "
-                   + ",".join(probemod.DEFAULT_PROBES) + "): " + ", ".join(probemod.PROBES))
-    g.add_argument("--attach", default="auto", choices=probemod.ATTACH_METHODS,
-                   help="bpftrace attach method (auto: kfunc with BTF, else kprobe)")
-    g.add_argument("--latency-tool", default="auto", choices=probemod.LATENCY_TOOLS,
-                   help="funclatency tool (auto: bcc, else libbpf-tools, else bpftrace)")
-    g.add_argument("--schbench", type=Path, metavar="PATH",
-                   help="your schbench binary (for the schbench workload)")
-    g.add_argument("--runs", type=int, default=3)
-    g.add_argument("--seconds", type=int, default=10, help="duration of timed workloads")
-    g.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
-    g.add_argument("--accel", default="auto", choices=vm.ACCELS,
-                   help="icount: one host thread, the guest clock counting instructions "
-                        "(for the *-cost probes); default KVM where it works, else TCG")
-
-
-def plan_request(args: argparse.Namespace, knobs: Optional[List[str]] = None) -> planmod.Plan:
-    return planmod.make_plan(args.plan, args.probe, schbench=args.schbench, runs=args.runs,
-                             seconds=args.seconds, attach=args.attach,
-                             latency_tool=args.latency_tool,
-                             knobs=planmod.parse_knobs(knobs), accel=args.accel)
-
-
-def _command(sub: Sub, name: str, func: Callable[[argparse.Namespace], int], help: str,
-             **kw) -> argparse.ArgumentParser:
-    p = sub.add_parser(name, help=help, description=help, **kw)
-    p.set_defaults(func=func)
-    return p
-
 
 # ------------------------------------------------------------------ commands
 
@@ -154,14 +62,17 @@ def cmd_series(args: argparse.Namespace) -> int:
 
 
 def add_series(sub: Sub) -> None:
-    s = _command(sub, "series", cmd_series, "apply, export, rebase, check the series")
+    s = command(sub, "series", cmd_series, "apply, export, rebase, check the series", """
+./schedlab series check                    # checkpatch, per-patch builds, W=1, ppc64le
+./schedlab series export -v 9              # the lab tree's commits back into patches/
+./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)""")
     add_tree_opts(s)
     s.add_argument("action", choices=["list", "apply", "export", "rebase", "check"])
     s.add_argument("--measure", action="store_true",
                    help="apply: with the measurement series; export: into patches/measure/")
     s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
     s.add_argument("--end", default="HEAD", metavar="REV", help="export: last commit")
-    s.add_argument("--reroll-count", "-v", type=int, metavar="N",
+    s.add_argument("--reroll-count", "-v", type=positive_int, metavar="N",
                    help="export: version N of the series ([PATCH vN m/n] subjects)")
     s.add_argument("--onto", metavar="REV", help="rebase: the new base")
     s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
@@ -183,7 +94,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def add_build(sub: Sub) -> None:
-    s = _command(sub, "build", cmd_build, "build a kernel")
+    s = command(sub, "build", cmd_build, "build a kernel", """
+./schedlab build --variant base            # the lab config, without the series
+./schedlab build --config probe --measure  # what measure boots
+./schedlab build --host-config --kernel ~/tip   # an installable kernel for this machine""")
     add_tree_opts(s)
     add_build_opts(s)
     g = s.add_argument_group("a kernel for this machine")
@@ -207,12 +121,14 @@ def cmd_vm(args: argparse.Namespace) -> int:
 
 
 def add_vm(sub: Sub) -> None:
-    s = _command(sub, "vm", cmd_vm, "boot on a topology and run a command: "
-                                    "vm --topology smt8 -- nproc")
+    s = command(sub, "vm", cmd_vm, "boot on a topology and run a command", """
+./schedlab vm -t smt8 -- nproc             # boot, check the topology, run nproc
+./schedlab vm -t 2x4x4:numa --online 8 -- cat /proc/schedstat
+./schedlab vm --variant base --no-build -t smt4 -- true""")
     add_tree_opts(s)
     add_build_opts(s)
     add_vm_opts(s)
-    s.add_argument("--topology", "-t", default="smt4", help="preset or SxCxT[:numa]")
+    add_topology(s)
     s.add_argument("command", nargs=argparse.REMAINDER)
 
 
@@ -232,17 +148,19 @@ def cmd_kunit(args: argparse.Namespace) -> int:
 
 
 def add_kunit(sub: Sub) -> None:
-    s = _command(sub, "kunit", cmd_kunit, "run the KUnit suites on a topology (default 192 "
-                                          "possible, 2 online CPUs)")
+    s = command(sub, "kunit", cmd_kunit, "run the KUnit suites on a topology (default 192 "
+                                         "possible, 2 online CPUs)", """
+./schedlab kunit                           # every suite, 2x12x8 with 2 CPUs online
+./schedlab kunit -t smt4-numa --filter 'sched_fair_lb.swb*'
+./schedlab kunit --kunit-py                # plain kunit.py, as the README shows""")
     add_tree_opts(s)
     add_build_opts(s)
     g = s.add_argument_group("KUnit boot")
-    g.add_argument("--online", type=int, metavar="K",
-                   help="bring up only K CPUs (default 2 on the default topology)")
+    add_online(g, "bring up only K CPUs (default 2 on the default topology)")
     g.add_argument("--timeout", type=float, default=900, metavar="SECS")
-    g.add_argument("--topology", "-t", default=kunit.DEFAULT_TOPOLOGY,
-                   help="preset or SxCxT[:numa]; smt4-numa with all CPUs online also "
-                        "compares a fixture with the live domains")
+    add_topology(g, kunit.DEFAULT_TOPOLOGY,
+                 help="preset or SxCxT[:numa]; smt4-numa with all CPUs online also "
+                      "compares a fixture with the live domains")
     g.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. "
                                                     "'sched_fair_lb.swb*'")
     g.add_argument("--kunit-py", action="store_true",
@@ -252,8 +170,6 @@ def add_kunit(sub: Sub) -> None:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    if args.boots < 1:
-        raise LabError(f"selftest: --boots must be 1 or more, not {args.boots}")
     tree = tree_spec(args).resolve()
     result = built(tree, build_spec(args))
     return 0 if kselftest.run_selftest(tree, result.image, vm_options(args), args.boots) else 1
@@ -261,21 +177,23 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 def add_selftest(sub: Sub) -> None:
     topology, program = kselftest.SELFTEST
-    s = _command(sub, "selftest", cmd_selftest, "the series' kselftest (tools/testing/"
-                 f"selftests/sched/{program}) in the lab VM on {topology}")
+    s = command(sub, "selftest", cmd_selftest, "the series' kselftest (tools/testing/"
+                f"selftests/sched/{program}) in the lab VM on {topology}", """
+./schedlab selftest                        # build, boot, run it once
+./schedlab selftest --boots 3 --no-build   # three boots of the kernel built""")
     add_tree_opts(s)
     add_build_opts(s)
     add_vm_opts(s, check=False)
-    s.add_argument("--boots", type=int, default=1, metavar="N",
+    s.add_argument("--boots", type=positive_int, default=1, metavar="N",
                    help="run it in N boots, one after the other (default 1), to see "
                    "how its counts vary")
 
 
 def debug_command(sub: Sub, name: str, fn: Callable[[argparse.Namespace], int],
-                  text: str) -> argparse._ArgumentGroup:
+                  text: str, examples: str) -> argparse._ArgumentGroup:
     """A command that boots the debug kernel: tree options, and --no-build in
     its own group, which the caller fills."""
-    s = _command(sub, name, fn, text)
+    s = command(sub, name, fn, text, examples)
     add_tree_opts(s)
     g = s.add_argument_group(name.replace("-", " "))
     g.add_argument("--no-build", action="store_true",
@@ -292,10 +210,12 @@ def add_soak(sub: Sub) -> None:
     g = debug_command(sub, "soak", cmd_soak, "the debug kernel under load, CPU hotplug, "
                       "cgroup churn, cpuset partitions and feature flips; fails on a splat "
                       "base does not show, a failed or hung workload, or a fault count below "
-                      "its floor")
-    g.add_argument("--topology", "-t", default="smt4-numa", help="preset or SxCxT[:numa]")
+                      "its floor", """
+./schedlab soak -t smt4-numa --minutes 10  # the debug kernel, patched
+./schedlab soak --variant base --minutes 30 --save""")
+    add_topology(g, "smt4-numa")
     g.add_argument("--minutes", type=float, default=30)
-    g.add_argument("--variant", default="patched", choices=["base", "patched"])
+    g.add_argument("--variant", default="patched", choices=VARIANTS)
     g.add_argument("--append", action="append", default=[], metavar="ARG",
                    help="extra kernel argument (repeatable), e.g. relax_domain_level=1")
     g.add_argument("--save", action="store_true",
@@ -312,8 +232,10 @@ def cmd_peer_tests(args: argparse.Namespace) -> int:
 def add_peer_tests(sub: Sub) -> None:
     g = debug_command(sub, "peer-tests", cmd_peer_tests, "the kernel's own KUnit suites "
                       "(KUNIT_ALL_TESTS) and sched/cgroup selftests on base and patched, side "
-                      "by side; fails on a test that passes on base and not on patched")
-    g.add_argument("--variant", choices=["base", "patched"],
+                      "by side; fails on a test that passes on base and not on patched", """
+./schedlab peer-tests                      # base and patched, side by side
+./schedlab peer-tests --variant patched    # patched against the kept base results""")
+    g.add_argument("--variant", choices=VARIANTS,
                    help="only this one, compared with the newest run of the other "
                         "(default: both)")
     g.add_argument("--timeout", type=float, default=5400, metavar="SECS",
@@ -337,24 +259,26 @@ def cmd_measure(args: argparse.Namespace) -> int:
 
 
 def add_measure(sub: Sub) -> None:
-    s = _command(sub, "measure", cmd_measure, "run a measurement plan, results in "
-                                              "results/LABEL/")
+    s = command(sub, "measure", cmd_measure, "run a measurement plan, results in "
+                                             "results/LABEL/", """
+./schedlab measure --label try -t smt8 --plan stress-100 --probe swb
+./schedlab measure --label cost -t smt8 --probe swb-cost --accel icount
+./schedlab measure --host --label mybox --variant patched   # on this machine, as root""")
     add_tree_opts(s)
     add_plan_opts(s)
     g = s.add_argument_group("where")
-    g.add_argument("--label", required=True)
+    g.add_argument("--label", required=True, type=label_arg)
     g.add_argument("--vm", action="store_true", help="in the lab VM (the default)")
     g.add_argument("--host", action="store_true",
                    help="on this machine, booted into the kernel to measure (needs root)")
-    g.add_argument("--variant", default=None, choices=["base", "patched"],
+    g.add_argument("--variant", default=None, choices=VARIANTS,
                    help="with --vm: which build (default patched); with --host: a label "
                         "kept with the results")
     g.add_argument("--no-build", action="store_true")
-    g.add_argument("--online", type=int, metavar="K",
-                   help="with --vm: bring up only K CPUs (kernel maxcpus=K)")
+    add_online(g, "with --vm: bring up only K CPUs (kernel maxcpus=K)")
     g.add_argument("--timeout", type=float, default=900, metavar="SECS")
-    g.add_argument("--knob", action="append", metavar="NAME=VALUE",
-                   help=f"write VALUE to {planmod.KNOB_DIR}/NAME before the plan and "
+    g.add_argument("--knob", action="append", metavar="NAME=VALUE", type=knob_arg,
+                   help=f"write VALUE to {KNOB_DIR}/NAME before the plan and "
                         "restore it after (repeatable), e.g. "
                         "newidle_cost_pct=400")
 
@@ -366,9 +290,11 @@ def cmd_reparse(args: argparse.Namespace) -> int:
 
 
 def add_reparse(sub: Sub) -> None:
-    s = _command(sub, "reparse", cmd_reparse, "parse the raw outputs of results/LABEL again "
-                                              "(after a parser change; boots pooled again)")
-    s.add_argument("label")
+    s = command(sub, "reparse", cmd_reparse, "parse the raw outputs of results/LABEL again "
+                                             "(after a parser change; boots pooled again)", """
+./schedlab reparse ab-smt4-patched
+./schedlab reparse results/icount-smt8-base""")
+    s.add_argument("label", type=result_set_arg)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -382,9 +308,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def add_compare(sub: Sub) -> None:
-    s = _command(sub, "compare", cmd_compare, "compare two result sets: compare base patched")
-    s.add_argument("a")
-    s.add_argument("b")
+    s = command(sub, "compare", cmd_compare, "compare two result sets", """
+./schedlab compare ab-smt4-base ab-smt4-patched --headline
+./schedlab compare base patched --markdown --no-plots
+./schedlab compare base patched --only 'should_we_balance' --each""")
+    s.add_argument("a", type=result_set_arg)
+    s.add_argument("b", type=result_set_arg)
     s.add_argument("--markdown", action="store_true")
     s.add_argument("--plots", type=Path, metavar="DIR",
                    help="where the PNG plots go (default results/A-vs-B-plots)")
@@ -403,16 +332,16 @@ def cmd_tg_report(args: argparse.Namespace) -> int:
 
 
 def add_tg_report(sub: Sub) -> None:
-    s = _command(sub, "tg-report", cmd_tg_report,
-                 "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
-                 "workloads in results/LABEL")
-    s.add_argument("label")
+    s = command(sub, "tg-report", cmd_tg_report,
+                "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
+                "workloads in results/LABEL", """
+./schedlab tg-report tg-scan-smt4-base
+./schedlab tg-report tg-scan-smt8-base --markdown""")
+    s.add_argument("label", type=result_set_arg)
     s.add_argument("--markdown", action="store_true")
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    if args.boots < 1:
-        raise LabError(f"ab: --boots must be 1 or more, not {args.boots}")
     req = abmod.AbRequest(tree_spec(args), plan_request(args), args.topology,
                           tuple(abmod.parse_arms(args.arm)),
                           args.label or f"ab-{args.topology}", args.boots, args.fresh,
@@ -421,73 +350,79 @@ def cmd_ab(args: argparse.Namespace) -> int:
 
 
 def add_ab(sub: Sub) -> None:
-    s = _command(sub, "ab", cmd_ab, "main job: base vs patched in the VM: build both, run "
-                                    "the plan, compare")
+    s = command(sub, "ab", cmd_ab, "main job: base vs patched in the VM: build both, run "
+                                   "the plan, compare", """
+./schedlab ab                              # smt4, the default plan, headline at the end
+./schedlab ab -t smt8 --boots 5 --plan stress-100,hackbench-process
+./schedlab ab --arm base=base --arm x4=patched:newidle_cost_pct=400""")
     add_tree_opts(s)
     add_plan_opts(s)
     g = s.add_argument_group("comparison")
-    g.add_argument("--label", help="results prefix (default ab-TOPOLOGY)")
+    g.add_argument("--label", type=label_arg, help="results prefix (default ab-TOPOLOGY)")
     g.add_argument("--fresh", action="store_true", help="measure again even when results "
                                                         "of the same plan and builds exist")
-    g.add_argument("--boots", type=int, default=1, metavar="N",
+    g.add_argument("--boots", type=positive_int, default=1, metavar="N",
                    help="spread the runs over N boots per arm, the arms interleaved "
                         "(--runs per boot; default 1)")
     g.add_argument("--arm", action="append", metavar="NAME=VARIANT[:KNOB=VALUE...]",
                    help="a side of the comparison (repeatable; default base=base "
                         "patched=patched): the build and the knobs of "
-                        f"{planmod.KNOB_DIR}/ written before its plan, e.g. "
+                        f"{KNOB_DIR}/ written before its plan, e.g. "
                         "--arm base=base --arm default=patched "
                         "--arm x4=patched:newidle_cost_pct=400; every arm is "
                         "compared with the first, a knob arm also with its build's plain arm")
     g.add_argument("--tables-only", action="store_true",
                    help="no build, no measuring: the tables and plots again from the "
                         "results there (after 'reparse')")
-    g.add_argument("--online", type=int, metavar="K",
-                   help="bring up only K CPUs (kernel maxcpus=K)")
+    add_online(g)
     g.add_argument("--timeout", type=float, default=900, metavar="SECS")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    return pipeline.main_job(tree_spec(args), topologies(args.topology, ["smt4"]),
-                             vm_options(args), args.arch)
+    return pipeline.main_job(tree_spec(args), args.topology or ["smt4"], vm_options(args),
+                             args.arch)
 
 
 def add_run(sub: Sub) -> None:
-    s = _command(sub, "run", cmd_run, "fetch, apply, build, boot smt4, topology check")
+    s = command(sub, "run", cmd_run, "fetch, apply, build, boot smt4, topology check", """
+./schedlab run                             # the series on Debian's 7.3, booted on smt4
+./schedlab run --kernel ~/tip -t smt8 -t smt4-numa
+./schedlab run --arch ppc64le -t smt8      # a pseries guest under TCG""")
     add_tree_opts(s)
     add_vm_opts(s)
-    s.add_argument("--topology", "-t", action="append", default=None)
-    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES))
+    add_topology(s, many=True)
+    add_arch(s)
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    if args.arch == "ppc64le":
-        return pipeline.ppc_test_command(tree_spec(args), vm_options(args),
-                                         kunit_py=not args.no_kunit_py)
-    return pipeline.test_command(tree_spec(args),
-                                 topologies(args.topology, pipeline.DEFAULT_TEST_TOPOLOGIES),
-                                 vm_options(args), ppc=not args.no_ppc,
-                                 unit_only=args.unit_only,
-                                 reliability=not args.no_reliability)
+    if args.arch == "ppc64le" and (args.full or args.unit_only or args.topology):
+        raise LabError("test --arch ppc64le runs the POWER stages alone: without --full, "
+                       "--unit-only or --topology")
+    req = testcmd.TestRequest(tree_spec(args),
+                              tuple(args.topology or testcmd.DEFAULT_TOPOLOGIES),
+                              vm_options(args), args.full, args.unit_only, args.arch)
+    return testcmd.test_command(req)
 
 
 def add_test(sub: Sub) -> None:
-    s = _command(sub, "test", cmd_test, "the test command CI runs (pytest, lint, "
-                                        "series check, build, boots, KUnit, measurement)")
+    s = command(sub, "test", cmd_test, "the test command CI runs (lint, unit tests, series "
+                "check, build, boots, KUnit, kselftest, measurement runs); --full adds the "
+                "soak, the peer tests and the POWER stages and records the result", """
+./schedlab test                            # what CI runs: <= 60 min cold, <= 30 warm
+./schedlab test --full                     # before a changed patch is called done
+./schedlab test --unit-only                # pytest, mypy, shellcheck""")
     add_tree_opts(s)
     add_vm_opts(s)
-    s.add_argument("--topology", "-t", action="append", default=None)
-    s.add_argument("--no-ppc", action="store_true", help="skip the ppc64le compile check and the POWER stages (pseries boot, KUnit)")
-    s.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES),
-                   help="ppc64le: the POWER test instead (qemu pseries: topology boots, "
-                        "KUnit on SMT8 and SMT4 guests, kunit.py for powerpc)")
-    s.add_argument("--no-kunit-py", action="store_true",
-                   help="with --arch ppc64le: leave out kunit.py's own cross build and boot")
-    s.add_argument("--unit-only", action="store_true",
-                   help="only the lab's pytest suite and lint")
-    s.add_argument("--no-reliability", action="store_true",
-                   help="leave out the debug build, the short soak (smt4-numa, patched) "
-                        "and the peer tests of patched: about 30 minutes less")
+    add_topology(s, many=True, help="x86_64 topology boots (default "
+                 + ", ".join(testcmd.DEFAULT_TOPOLOGIES) + ")")
+    tier = s.add_mutually_exclusive_group()
+    tier.add_argument("--full", action="store_true",
+                      help="also the debug build, a short soak, the peer tests, the ppc64le "
+                           "compile and POWER stages; writes results/test-full/HASH.json")
+    tier.add_argument("--unit-only", action="store_true",
+                      help="only the lab's pytest suite and lint")
+    add_arch(s, help="ppc64le: the POWER stages alone (qemu pseries: topology boots, "
+                     "KUnit on SMT8 and SMT4 guests, kunit.py for powerpc)")
 
 
 # ------------------------------------------------------------------ parser
@@ -501,9 +436,13 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     add_ab(sub)
     add_test(sub)
-    _command(sub, "setup", cmd_setup, "install missing Debian packages and the venv")
-    add_tree_opts(_command(sub, "fetch", cmd_fetch, "prepare the base tree"))
-    _command(sub, "presets", cmd_presets, "list the topology presets")
+    command(sub, "setup", cmd_setup, "install missing Debian packages and the venv",
+            "./schedlab setup                           # as root: apt-get install, work/venv")
+    add_tree_opts(command(sub, "fetch", cmd_fetch, "prepare the base tree", """
+./schedlab fetch                           # Debian's linux-source-7.3 into work/trees
+./schedlab fetch --kernel ~/tip --base v7.3"""))
+    command(sub, "presets", cmd_presets, "list the topology presets",
+            "./schedlab presets")
     add_series(sub)
     add_build(sub)
     add_vm(sub)
@@ -519,6 +458,17 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_online(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--online K fits the topology (checked before any work, like the names)."""
+    online, topo = getattr(args, "online", None), getattr(args, "topology", None)
+    if online is None or topo is None:
+        return
+    for name in topo if isinstance(topo, list) else [topo]:
+        cpus = topomod.parse_topology(name).cpus
+        if online > cpus:
+            parser.error(f"--online {online}: topology {name} has {cpus} CPUs")
+
+
 def _terminate(signum, frame):  # noqa: ARG001
     raise SystemExit(128 + signum)
 
@@ -528,7 +478,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     # even where the parent started us with SIGINT ignored.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _terminate)
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    check_online(parser, args)
     try:
         if args.repo:
             set_repo(args.repo)

@@ -1,4 +1,5 @@
-"""The 'run' (build and boot) and 'test' (what CI runs) commands: stages in order, timed."""
+"""Boot and check: 'vm' and 'run' (build, boot, topology check), and the
+measurement integration checks the test tiers run (testcmd.py)."""
 
 from __future__ import annotations
 
@@ -8,36 +9,17 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import build as buildmod
-from . import deps, kselftest, kunit, kunit_tool, pseries, series, series_check
+from . import deps, pseries, series
 from . import measure as measuremod
-from . import peer_tests as peermod
 from . import plan as planmod
 from . import probes as probemod
 from . import results as resmod
-from . import soak as soakmod
 from . import topology as topomod
 from . import vm
-from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
-from .util import LabError, Stages, eprint, package_file, run, say
+from .spec import TreeSpec, VmOptions
+from .util import LabError, Stages, eprint, package_file, say
 
 CHECK_MARK = "@@schedlab-topology-end@@"
-DEFAULT_TEST_TOPOLOGIES = ["smt4", "smt8", "smt4-numa"]
-# KUnit boots of the test command: the fixtures on 192 possible CPUs with 2
-# online, then every CPU of smt4-numa online for the live-domain comparison.
-KUNIT_RUNS = [("2x12x8", 2), ("smt4-numa", None)]
-# The POWER test ('./schedlab test --arch ppc64le'): pseries guests, the
-# topology boots on SMT8 and SMT4, the fixtures on 192 possible CPUs, then
-# the live-domain comparison with every CPU of each guest online.
-PPC_TOPOLOGIES = ["smt8", "smt4"]
-PPC_KUNIT_RUNS = [("2x12x8", 2), ("smt8", None), ("smt4", None)]
-# The test command's POWER stages boot only the SMT8 guest (the SMT4 one is
-# in its KUnit boot and in 'test --arch ppc64le').
-CI_PPC_TOPOLOGIES = ["smt8"]
-
-
-def power_checks(topologies: List[str]) -> List[str]:
-    return ([f"boot {t} (pseries)" for t in topologies]
-            + [f"KUnit {t} (pseries)" for t, _ in PPC_KUNIT_RUNS])
 # The measurement harness's integration test: a short plan, every probe but
 # the cost probes (each measured alone, under icount: ICOUNT_INTEGRATION).
 # The knob exercises --knob/--arm end to end (written, read back, restored).
@@ -46,8 +28,6 @@ INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
                                  if p.program != "cost"), runs=1, seconds=3,
                            knobs=(("newidle_cost_pct", "400"),))
 INTEGRATION_TOPOLOGY = "smt4"
-# The short soak of the test command (the floors scale with its length).
-SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
 # And under icount: the cost probe of should_we_balance() with its calibration.
 ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-100")),
                                   ("swb-cost",), runs=1, seconds=2, accel="icount")
@@ -85,6 +65,15 @@ def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOpti
     return res.returncode
 
 
+def boot_check(arch: Optional[str], image: Path, topo: topomod.Topology,
+               opts: VmOptions) -> int:
+    """Boot IMAGE on TOPO and check the topology the guest reports (0: passed)."""
+    if arch == "ppc64le":
+        return pseries.run_topology_check(image, topo, opts.online, opts.memory, opts.append,
+                                          opts.timeout)
+    return run_vm(topo, image, ["nproc"], opts)
+
+
 def setup_and_fetch(st: Stages, tree_spec: TreeSpec):
     """The first two stages of every command here: packages and venv, the tree."""
     with st.stage("setup"):
@@ -108,13 +97,7 @@ def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         rc = 0
         for name in topologies:
             with st.stage(f"boot {name} + topology check"):
-                if arch == "ppc64le":
-                    rc |= pseries.run_topology_check(result.image,
-                                                     topomod.parse_topology(name),
-                                                     opts.online, opts.memory, opts.append,
-                                                     opts.timeout)
-                else:
-                    rc |= run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts)
+                rc |= boot_check(arch, result.image, topomod.parse_topology(name), opts)
         return rc
     finally:
         say(st.summary())
@@ -161,163 +144,3 @@ def icount_integration(tree, build: buildmod.BuildResult, opts: VmOptions) -> bo
         say(f"  calibrated ({cal.get('overhead')} instructions of the probe's own; "
             f"{cal.get('check')}); medians: {per}")
     return not problems
-
-
-def lint() -> List[str]:
-    """mypy over the package, shellcheck over the guest scripts: what failed."""
-    failed = []
-    if run(deps.mypy_cmd(), check=False).returncode != 0:
-        failed.append("mypy")
-    scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
-    if run(["shellcheck", *scripts], check=False).returncode != 0:
-        failed.append("shellcheck")
-    else:
-        say(f"  shellcheck: {len(scripts)} guest scripts clean")
-    return failed
-
-
-def test_command(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
-                 ppc: bool = True, unit_only: bool = False, reliability: bool = False) -> int:
-    """The test command (CI): unit tests, lint, series check, one build, boots."""
-    failed: List[str] = []
-    st = Stages(failed)
-    checks = ["pytest", "mypy", "shellcheck"]
-    if not unit_only:
-        checks += ["series check"] + [f"boot {t}" for t in topologies] + \
-            [f"KUnit {t}" for t, _ in KUNIT_RUNS] + ["kunit.py", "kselftest",
-                                                     "measure integration",
-                                                     "icount integration"]
-        if ppc:
-            checks += power_checks(CI_PPC_TOPOLOGIES)
-        if reliability:
-            checks += ["soak", "peer tests"]
-    try:
-        with st.stage("setup"):
-            deps.setup()
-        with st.stage("lab unit tests (pytest)"):
-            if run(deps.pytest_cmd(), check=False).returncode != 0:
-                failed.append("pytest")
-        with st.stage("lint (mypy, shellcheck)"):
-            failed += lint()
-        if unit_only:
-            return 1 if failed else 0
-        with st.stage("fetch"):
-            tree = tree_spec.resolve()
-            say(f"  base: {tree.description}")
-        with st.stage("series check"):
-            if series.read_series(series.patches_dir()):
-                text, ok = series_check.report(series_check.check(tree, ppc=ppc))
-                say(text)
-                if not ok:
-                    failed.append("series check")
-            else:
-                say("  the series is empty: nothing to check")
-        with st.stage("build patched/lab"):
-            result = built(tree, BuildSpec("patched", "lab"))
-        for name in topologies:
-            with st.stage(f"boot {name} + topology check"):
-                if run_vm(topomod.parse_topology(name), result.image, ["nproc"], opts) != 0:
-                    failed.append(f"boot {name}")
-        for name, online in KUNIT_RUNS:
-            with st.stage(f"KUnit on {name}"):
-                if not kunit.run_on(tree.path, result.image, name, online, None, opts.timeout,
-                                    require_live=online is None):
-                    failed.append(f"KUnit {name}")
-        with st.stage("KUnit with kunit.py (the README's command)"):
-            if not kunit_tool.run_readme_command(tree.path, tree.key, result.image):
-                failed.append("kunit.py")
-        with st.stage(f"kselftest sched/{kselftest.SELFTEST[1]} on {kselftest.SELFTEST[0]}"):
-            if not kselftest.run_selftest(tree, result.image, opts):
-                failed.append("kselftest")
-        if ppc:
-            power_stages(st, tree, opts, failed, CI_PPC_TOPOLOGIES)
-        with st.stage("build patched/probe + measurement series"):
-            probe = built(tree, probe_build("patched"))
-        with st.stage(f"measure integration ({INTEGRATION_TOPOLOGY}, "
-                      f"{','.join(INTEGRATION.names())})"):
-            if not measure_integration(tree, probe, opts):
-                failed.append("measure integration")
-        with st.stage(f"icount integration ({INTEGRATION_TOPOLOGY}, swb-cost)"):
-            if not icount_integration(tree, probe, opts):
-                failed.append("icount integration")
-        if reliability:
-            with st.stage("build patched/debug"):
-                built(tree, BuildSpec("patched", "debug"))
-            with st.stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)"):
-                if not soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", tree_spec,
-                                       no_build=True):
-                    failed.append("soak")
-            with st.stage("peer tests (patched, against the kept base results)"):
-                if not peermod.run_peer_tests(tree_spec, ["patched"], no_build=True):
-                    failed.append("peer tests")
-    finally:
-        say(st.summary())
-    return verdict("test", checks, failed)
-
-
-def verdict(name: str, checks: List[str], failed: List[str]) -> int:
-    """The last lines of a test command: the failed stages, 'NAME: N passed,
-    N failed'; the exit status."""
-    if failed:
-        say(f"failed stages: {', '.join(failed)}")
-    say(f"{name}: {len(checks) - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed else 0
-
-
-def power_stages(st: Stages, tree, opts: VmOptions, failed: List[str],
-                 topologies: List[str]) -> None:
-    """The POWER stages: the ppc64le lab build, topology boots of the
-    given topologies, KUnit on PPC_KUNIT_RUNS (the live comparison must run
-    and pass with every CPU online)."""
-    with st.stage("build patched/lab ppc64le"):
-        try:
-            result = built(tree, BuildSpec("patched", "lab", "ppc64le"))
-        except LabError as exc:
-            say(f"  FAIL: {exc}")
-            failed.append("build ppc64le")
-            return
-    for name in topologies:
-        with st.stage(f"boot {name} (pseries) + topology check"):
-            try:
-                ok = pseries.run_topology_check(result.image, topomod.parse_topology(name),
-                                                None, opts.memory, opts.append,
-                                                opts.timeout) == 0
-            except LabError as exc:
-                say(f"  FAIL: {exc}")
-                ok = False
-            if not ok:
-                failed.append(f"boot {name} (pseries)")
-    for name, online in PPC_KUNIT_RUNS:
-        with st.stage(f"KUnit on {name} (pseries)"):
-            try:
-                ok = kunit.run_on(tree.path, result.image, name, online, None, opts.timeout,
-                                  arch="ppc64le", require_live=online is None)
-            except LabError as exc:
-                say(f"  FAIL: {exc}")
-                ok = False
-            if not ok:
-                failed.append(f"KUnit {name} (pseries)")
-
-
-def ppc_test_command(tree_spec: TreeSpec, opts: VmOptions, kunit_py: bool = True) -> int:
-    """'./schedlab test --arch ppc64le': the series on POWER under qemu pseries.
-
-    One ppc64le lab build; the busybox topology boots (PPC_TOPOLOGIES);
-    KUnit on 192 possible CPUs and on every CPU of an SMT8 and an SMT4 guest
-    (fixture_matches_live_domains must run and pass there); then the
-    README's kunit.py command for powerpc (its own cross build)."""
-    failed: List[str] = []
-    st = Stages(failed)
-    checks = power_checks(PPC_TOPOLOGIES) + (["kunit.py"] if kunit_py else [])
-    try:
-        tree = setup_and_fetch(st, tree_spec)
-        power_stages(st, tree, opts, failed, PPC_TOPOLOGIES)
-        if kunit_py:
-            with st.stage("KUnit with kunit.py for powerpc (the README's command)"):
-                image = built(tree, BuildSpec("patched", "lab", "ppc64le", no_build=True)).image
-                if not kunit_tool.run_readme_command(tree.path, tree.key, image,
-                                                     arch="ppc64le"):
-                    failed.append("kunit.py")
-    finally:
-        say(st.summary())
-    return verdict("test --arch ppc64le", checks, failed)

@@ -1,0 +1,188 @@
+"""The command line's option groups and argument types.
+
+Every name a command takes (topology presets, arches, probes, workloads,
+knobs, labels, configs, variants) is checked here, where argparse reads it:
+a bad one stops the command with usage status 2 before any fetch, build or
+boot.  The option groups turn into the typed requests of spec.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+from . import build as buildmod
+from . import plan as planmod
+from . import probes as probemod
+from . import results as resmod
+from . import topology as topomod
+from . import vm
+from . import workloads as workmod
+from .spec import BuildSpec, TreeSpec, VmOptions
+from .util import LabError
+
+Sub = Any   # argparse's subparsers action (a private type)
+VARIANTS = ("base", "patched")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*(/[A-Za-z0-9][A-Za-z0-9_.+-]*)*")
+
+
+def _checked(what: str, check: Callable[[str], Any]) -> Callable[[str], str]:
+    """An argparse type: the text as given, once CHECK accepts it (a LabError
+    becomes argparse's usage error, status 2)."""
+    def parse(text: str) -> str:
+        try:
+            check(text)
+        except LabError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+    parse.__name__ = what        # argparse names the type in its messages
+    return parse
+
+
+def _workloads(text: str) -> None:
+    for name in text.split(","):
+        if name != workmod.SCHBENCH:     # needs --schbench PATH: checked with the plan
+            workmod.workload(name)
+
+
+def _label(text: str) -> None:
+    if not _LABEL.fullmatch(text) or ".." in text.split("/"):
+        raise LabError(f"label {text!r}: letters, digits and _.+- (folders split by /), "
+                       "e.g. ab-smt4 or scratch/try1")
+
+
+def _result_set(text: str) -> None:
+    if not resmod.find(text).is_dir():
+        raise LabError(f"no result set {text!r} (neither a folder nor a label with "
+                       f"results in {resmod.results_dir(text)})")
+
+
+def _positive(text: str) -> None:
+    if not text.isdigit() or int(text) < 1:
+        raise LabError(f"{text!r}: a whole number, 1 or more")
+
+
+topology_arg = _checked("topology", topomod.parse_topology)
+probes_arg = _checked("probes", probemod.probe_names)
+workloads_arg = _checked("workloads", _workloads)
+knob_arg = _checked("knob", lambda t: planmod.parse_knobs([t]))
+label_arg = _checked("label", _label)
+result_set_arg = _checked("result set", _result_set)
+
+
+def positive_int(text: str) -> int:
+    return int(_checked("count", _positive)(text))
+
+
+# ------------------------------------------------------------------ option groups
+
+def add_tree_opts(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("kernel tree")
+    g.add_argument("--kernel", metavar="DIR",
+                   help="your own kernel git tree (e.g. tip/sched/core); default: "
+                        "$KERNEL_SRC, else Debian's linux-source-7.3")
+    g.add_argument("--base", metavar="REV",
+                   help="with --kernel: the base commit (default HEAD of that tree)")
+
+
+def tree_spec(args: argparse.Namespace) -> TreeSpec:
+    return TreeSpec(args.kernel, args.base)
+
+
+def add_arch(g: Any, help: str = "target architecture (default x86_64)") -> None:
+    g.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES), help=help)
+
+
+def add_build_opts(p: argparse.ArgumentParser, measure: bool = True) -> None:
+    g = p.add_argument_group("build")
+    g.add_argument("--variant", default="patched", choices=VARIANTS)
+    g.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
+    add_arch(g)
+    if measure:
+        g.add_argument("--measure", action="store_true",
+                       help="also apply the measurement series (patches/measure/)")
+    g.add_argument("--no-build", action="store_true",
+                   help="boot what is already built, without an incremental build")
+
+
+def build_spec(args: argparse.Namespace) -> BuildSpec:
+    return BuildSpec(args.variant, args.config, args.arch, getattr(args, "measure", False),
+                     getattr(args, "no_build", False))
+
+
+def add_online(g: Any, help: str = "bring up only K CPUs (kernel maxcpus=K)") -> None:
+    g.add_argument("--online", type=positive_int, metavar="K", help=help)
+
+
+def add_vm_opts(p: argparse.ArgumentParser, check: bool = True) -> None:
+    g = p.add_argument_group("VM")
+    add_online(g, "bring up only K CPUs (kernel maxcpus=K); nr_cpu_ids stays N")
+    g.add_argument("--memory", type=positive_int, default=2048, metavar="MIB")
+    g.add_argument("--append", action="append", default=[], metavar="ARG",
+                   help="extra kernel argument (repeatable)")
+    g.add_argument("--timeout", type=float, default=900, metavar="SECS")
+    if check:
+        g.add_argument("--accel", default="auto", choices=vm.ACCELS,
+                       help="icount: one host thread, the guest clock counting instructions")
+        g.add_argument("--no-check", action="store_true", help="skip the topology check")
+        g.add_argument("--verbose", action="store_true", help="show the guest console")
+        g.add_argument("--rwdir", action="append", default=[], type=Path, metavar="DIR",
+                       help="a host folder the guest may write (repeatable)")
+
+
+def vm_options(args: argparse.Namespace) -> VmOptions:
+    return VmOptions(args.online, args.memory, tuple(args.append), args.timeout,
+                     getattr(args, "no_check", False), getattr(args, "verbose", False),
+                     tuple(getattr(args, "rwdir", [])), getattr(args, "accel", "auto"))
+
+
+def add_topology(p: Any, default: Optional[str] = "smt4", many: bool = False,
+                 help: str = "preset or SxCxT[:numa] (./schedlab presets)") -> None:
+    if many:
+        p.add_argument("--topology", "-t", action="append", default=None, type=topology_arg,
+                       help=help + "; repeatable")
+    else:
+        p.add_argument("--topology", "-t", default=default, type=topology_arg, help=help)
+
+
+def add_plan_opts(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("measurement plan")
+    add_topology(g)
+    g.add_argument("--plan", type=workloads_arg,
+                   help="comma-separated workloads (default " + ",".join(workmod.DEFAULT_PLAN)
+                   + "): " + ", ".join(workmod.WORKLOADS) + ", schbench")
+    g.add_argument("--probe", type=probes_arg, help="comma-separated probes (default "
+                   + ",".join(probemod.DEFAULT_PROBES) + "): " + ", ".join(probemod.PROBES))
+    g.add_argument("--attach", default="auto", choices=probemod.ATTACH_METHODS,
+                   help="bpftrace attach method (auto: kfunc with BTF, else kprobe)")
+    g.add_argument("--latency-tool", default="auto", choices=probemod.LATENCY_TOOLS,
+                   help="funclatency tool (auto: bcc, else libbpf-tools, else bpftrace)")
+    g.add_argument("--schbench", type=Path, metavar="PATH",
+                   help="your schbench binary (for the schbench workload)")
+    g.add_argument("--runs", type=positive_int, default=3)
+    g.add_argument("--seconds", type=positive_int, default=10,
+                   help="duration of timed workloads")
+    add_arch(g)
+    g.add_argument("--accel", default="auto", choices=vm.ACCELS,
+                   help="icount: one host thread, the guest clock counting instructions "
+                        "(for the *-cost probes); default KVM where it works, else TCG")
+
+
+def plan_request(args: argparse.Namespace, knobs: Optional[List[str]] = None) -> planmod.Plan:
+    return planmod.make_plan(args.plan, args.probe, schbench=args.schbench, runs=args.runs,
+                             seconds=args.seconds, attach=args.attach,
+                             latency_tool=args.latency_tool,
+                             knobs=planmod.parse_knobs(knobs), accel=args.accel)
+
+
+def command(sub: Sub, name: str, func: Callable[[argparse.Namespace], int], help: str,
+            examples: str = "", **kw) -> argparse.ArgumentParser:
+    """A subcommand whose --help ends with a few example lines (as bcc's tools do)."""
+    epilog = "examples:\n" + "\n".join("  " + ln for ln in examples.strip().splitlines()) \
+        if examples.strip() else None
+    p = sub.add_parser(name, help=help, description=help, epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    p.set_defaults(func=func)
+    return p

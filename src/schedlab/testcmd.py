@@ -1,0 +1,283 @@
+"""The test command: its tiers as lists of stage records, and the full tier's record.
+
+'./schedlab test' (what CI runs) fits 60 minutes on a new machine and 30
+warm: lint and unit tests, the series check, one x86_64 lab build, the
+topology boots, KUnit (the lab's boot and plain kunit.py), the kselftest,
+the probe build and the two measurement integration runs.  '--full' adds
+what does not fit (the debug build, soak and peer tests, the POWER stages,
+the series check's ppc64le compile) and writes its record to
+results/test-full/<hash of patches/>.json, which is committed; 'test' says
+whether a passing record exists for the patches as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_check
+from . import peer_tests as peermod
+from . import soak as soakmod
+from . import stages as stagemod
+from . import topology as topomod
+from .build import BuildResult
+from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
+from .stages import Stage
+from .util import git, package_file, repo_dir, run, say
+
+DEFAULT_TOPOLOGIES = ("smt4", "smt8", "smt4-numa")
+# KUnit boots: the fixtures on 192 possible CPUs with 2 online, then every
+# CPU of a guest online for the live-domain comparison (per arch).
+KUNIT_RUNS: Dict[str, Tuple[Tuple[str, Optional[int]], ...]] = {
+    "x86_64": (("2x12x8", 2), ("smt4-numa", None)),
+    "ppc64le": (("2x12x8", 2), ("smt8", None), ("smt4", None)),
+}
+# The POWER guests the full tier boots (its KUnit boots cover SMT4 too).
+FULL_PPC_TOPOLOGIES = ("smt8",)
+PPC_TOPOLOGIES = ("smt8", "smt4")
+# The full tier's short soak (the floors scale with its length).
+SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
+
+Builder = Callable[[Any, BuildSpec], BuildResult]
+
+
+@dataclass(frozen=True)
+class TestRequest:
+    """What 'test' was asked: the tier, the tree, the x86_64 topologies, the VM."""
+    tree: TreeSpec = TreeSpec()
+    topologies: Tuple[str, ...] = DEFAULT_TOPOLOGIES
+    vm: VmOptions = VmOptions()
+    full: bool = False
+    unit_only: bool = False
+    arch: Optional[str] = None      # "ppc64le": the POWER stages alone
+
+    @property
+    def title(self) -> str:
+        if self.arch and self.arch != "x86_64":
+            return f"test --arch {self.arch}"
+        return "test --full" if self.full else "test"
+
+
+# ------------------------------------------------------------------ stage bodies
+
+def _setup(ctx: Dict[str, Any]) -> bool:
+    deps.setup()
+    return True
+
+
+def _pytest(ctx: Dict[str, Any]) -> bool:
+    return run(deps.pytest_cmd(), check=False).returncode == 0
+
+
+def _lint(ctx: Dict[str, Any]) -> bool:
+    """mypy over the package, shellcheck over the guest scripts."""
+    ok = run(deps.mypy_cmd(), check=False).returncode == 0
+    scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
+    if run(["shellcheck", *scripts], check=False).returncode != 0:
+        return False
+    say(f"  shellcheck: {len(scripts)} guest scripts clean")
+    return ok
+
+
+def _fetch(ctx: Dict[str, Any]) -> bool:
+    tree = ctx["request"].tree.resolve()
+    ctx["tree"] = tree
+    say(f"  base: {tree.description}")
+    return True
+
+
+def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        if not series.read_series(series.patches_dir()):
+            say("  the series is empty: nothing to check")
+            return True
+        text, ok = series_check.report(series_check.check(ctx["tree"], ppc=ppc))
+        say(text)
+        return ok
+    return body
+
+
+def _build(key: str, spec: BuildSpec) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        result = ctx["builder"](ctx["tree"], spec)
+        ctx[key] = result
+        ctx.setdefault("releases", {})[key] = result.release
+        return True
+    return body
+
+
+def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        opts = ctx["request"].vm
+        topo = topomod.parse_topology(name)
+        return pipeline.boot_check(arch, ctx[key].image, topo, opts) == 0
+    return body
+
+
+def _kunit(key: str, arch: str, name: str, online: Optional[int]) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        return kunit.run_on(ctx["tree"].path, ctx[key].image, name, online, None,
+                            ctx["request"].vm.timeout, arch=arch,
+                            require_live=online is None)
+    return body
+
+
+def _kunit_py(key: str, arch: str) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        tree = ctx["tree"]
+        return kunit_tool.run_readme_command(tree.path, tree.key, ctx[key].image, arch=arch)
+    return body
+
+
+def _kselftest(ctx: Dict[str, Any]) -> bool:
+    return kselftest.run_selftest(ctx["tree"], ctx["lab"].image, ctx["request"].vm)
+
+
+def _integration(check: Callable[..., bool]) -> Callable[[Dict[str, Any]], bool]:
+    def body(ctx: Dict[str, Any]) -> bool:
+        return check(ctx["tree"], ctx["probe"], ctx["request"].vm)
+    return body
+
+
+def _soak(ctx: Dict[str, Any]) -> bool:
+    return soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", ctx["request"].tree,
+                           no_build=True)
+
+
+def _peer_tests(ctx: Dict[str, Any]) -> bool:
+    return peermod.run_peer_tests(ctx["request"].tree, ["patched"], no_build=True)
+
+
+# ------------------------------------------------------------------ the tiers
+
+def _power_stages(topologies: Tuple[str, ...], tier: str, kunit_py: bool) -> List[Stage]:
+    arch = "ppc64le"
+    build = f"build patched/lab {arch}"
+    out = [Stage(build, _build("lab-ppc", BuildSpec("patched", "lab", arch)), ("fetch",), tier)]
+    out += [Stage(f"boot {t} (pseries) + topology check", _boot("lab-ppc", arch, t), (build,),
+                  tier) for t in topologies]
+    out += [Stage(f"KUnit on {t} (pseries)", _kunit("lab-ppc", arch, t, online), (build,), tier)
+            for t, online in KUNIT_RUNS[arch]]
+    if kunit_py:
+        out.append(Stage("KUnit with kunit.py for powerpc (the README's command)",
+                         _kunit_py("lab-ppc", arch), (build,), tier))
+    return out
+
+
+def stages_for(req: TestRequest) -> List[Stage]:
+    """The stage records of the tier REQ asks for, in the order they run."""
+    setup = [Stage("setup", _setup)]
+    if req.arch and req.arch != "x86_64":
+        return setup + [Stage("fetch", _fetch, ("setup",))] + \
+            _power_stages(PPC_TOPOLOGIES, "test", kunit_py=True)
+    out = setup + [Stage("lab unit tests (pytest)", _pytest, ("setup",)),
+                   Stage("lint (mypy, shellcheck)", _lint, ("setup",))]
+    if req.unit_only:
+        return out
+    lab, probe = "build patched/lab", "build patched/probe + measurement series"
+    topo = pipeline.INTEGRATION_TOPOLOGY
+    out += [Stage("fetch", _fetch, ("setup",)),
+            Stage("series check" + (" (with the ppc64le compile)" if req.full else ""),
+                  _series_check(ppc=req.full), ("fetch",)),
+            Stage(lab, _build("lab", BuildSpec("patched", "lab")), ("fetch",))]
+    out += [Stage(f"boot {t} + topology check", _boot("lab", "x86_64", t), (lab,))
+            for t in req.topologies]
+    out += [Stage(f"KUnit on {t}", _kunit("lab", "x86_64", t, online), (lab,))
+            for t, online in KUNIT_RUNS["x86_64"]]
+    out += [Stage("KUnit with kunit.py (the README's command)", _kunit_py("lab", "x86_64"),
+                  (lab,)),
+            Stage(f"kselftest sched/{kselftest.SELFTEST[1]} on {kselftest.SELFTEST[0]}",
+                  _kselftest, (lab,)),
+            Stage(probe, _build("probe", probe_build("patched")), ("fetch",)),
+            Stage(f"measure integration ({topo}, {','.join(pipeline.INTEGRATION.names())})",
+                  _integration(pipeline.measure_integration), (probe,)),
+            Stage(f"icount integration ({topo}, swb-cost)",
+                  _integration(pipeline.icount_integration), (probe,))]
+    if req.full:
+        debug = "build patched/debug"
+        out += [Stage(debug, _build("debug", BuildSpec("patched", "debug")), ("fetch",), "full"),
+                Stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)", _soak,
+                      (debug,), "full"),
+                Stage("peer tests (patched, against the kept base results)", _peer_tests,
+                      (debug,), "full")]
+        out += _power_stages(FULL_PPC_TOPOLOGIES, "full", kunit_py=False)
+    return out
+
+
+# ------------------------------------------------------------------ the record
+
+def patches_hash(folder: Optional[Path] = None) -> str:
+    """sha256 over every file under patches/ (path and content), sorted."""
+    folder = folder or series.patches_dir()
+    h = hashlib.sha256()
+    for p in sorted(q for q in folder.rglob("*") if q.is_file()):
+        h.update(p.relative_to(folder).as_posix().encode() + b"\0")
+        h.update(p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def record_dir() -> Path:
+    return repo_dir() / "results" / "test-full"
+
+
+def record_path(digest: str) -> Path:
+    return record_dir() / f"{digest[:16]}.json"
+
+
+def full_record(req: TestRequest, report: stagemod.Report, ctx: Dict[str, Any],
+                started: float, digest: str) -> Dict[str, Any]:
+    tree = ctx.get("tree")
+    lab = git(repo_dir(), "rev-parse", "HEAD", check=False)
+    return {
+        "tier": req.title,
+        "patches_sha256": digest,
+        "passed": report.ok,
+        "closing_line": report.closing_line(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(time.time() - started),
+        "lab_commit": lab,
+        "kernel": {"base": tree.description if tree else None,
+                   "base_commit": tree.base if tree else None,
+                   "releases": ctx.get("releases", {})},
+        "machine": {"cpus": os.cpu_count(), "arch": platform.machine()},
+        "stages": [r.to_json() for r in report.results],
+    }
+
+
+def say_record_status(digest: str) -> None:
+    """A warning, not a failure: is there a passing full record for these patches?"""
+    path = record_path(digest)
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, ValueError):
+        rec = None
+    if rec and rec.get("passed") and rec.get("patches_sha256") == digest:
+        say(f"test --full: a passing record exists for patches/ as they are: "
+            f"{path.relative_to(repo_dir())} ({rec.get('started')}, {rec.get('closing_line')})")
+    else:
+        say(f"warning: no passing './schedlab test --full' record for patches/ as they are "
+            f"(sha256 {digest[:16]}): run it and commit {path.relative_to(repo_dir())} "
+            "before a changed patch is called done")
+
+
+def test_command(req: TestRequest, builder: Builder = built) -> int:
+    """Run the tier REQ asks for; 0 when every stage passed."""
+    digest = patches_hash()
+    started = time.time()
+    ctx: Dict[str, Any] = {"request": req, "builder": builder}
+    if not req.full and not req.arch:
+        say_record_status(digest)
+    report = stagemod.run(req.title, stages_for(req), ctx)
+    if req.full and not req.unit_only:
+        path = record_path(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(full_record(req, report, ctx, started, digest), indent=1)
+                        + "\n")
+        say(f"record: {path.relative_to(repo_dir())} (commit it)")
+    return 0 if report.ok else 1

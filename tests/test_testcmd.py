@@ -1,0 +1,158 @@
+"""The test tiers: stages as data, outcomes counted, the closing line in every case.
+
+The stage bodies that boot or build are replaced by fakes: a fake builder
+that fails one arch's build (or raises), and boot/KUnit/measure fakes that
+pass.  The counts and the exit status must follow from the outcomes alone.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from schedlab import build as buildmod
+from schedlab import stages as stagemod
+from schedlab import testcmd
+from schedlab.stages import Outcome, Stage
+from schedlab.util import LabError
+
+
+class FakeTree:
+    key, path, base, description = "fake", Path("/nonexistent"), "0" * 40, "a fake tree"
+
+
+@pytest.fixture
+def fake_lab(monkeypatch, tmp_path):
+    """Every stage body that would install, fetch, build or boot: a passing fake."""
+    calls = []
+
+    def ok(name):
+        def fake(*a, **k):
+            calls.append(name)
+            return True
+        return fake
+
+    monkeypatch.setattr(testcmd, "_setup", ok("setup"))
+    monkeypatch.setattr(testcmd, "_pytest", ok("pytest"))
+    monkeypatch.setattr(testcmd, "_lint", ok("lint"))
+    monkeypatch.setattr(testcmd, "_kselftest", ok("kselftest"))
+    monkeypatch.setattr(testcmd, "_soak", ok("soak"))
+    monkeypatch.setattr(testcmd, "_peer_tests", ok("peer tests"))
+    monkeypatch.setattr(testcmd.TreeSpec, "resolve", lambda self: FakeTree())
+    monkeypatch.setattr(testcmd.series, "read_series", lambda d: [])
+    monkeypatch.setattr(testcmd.pipeline, "boot_check", lambda *a, **k: calls.append("boot") or 0)
+    monkeypatch.setattr(testcmd.kunit, "run_on", ok("kunit"))
+    monkeypatch.setattr(testcmd.kunit_tool, "run_readme_command", ok("kunit.py"))
+    monkeypatch.setattr(testcmd.pipeline, "measure_integration", ok("measure"))
+    monkeypatch.setattr(testcmd.pipeline, "icount_integration", ok("icount"))
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "series").write_text("0001-x.patch\n")
+    monkeypatch.setattr(testcmd, "repo_dir", lambda: tmp_path)
+    monkeypatch.setattr(testcmd.series, "patches_dir", lambda: tmp_path / "patches")
+    monkeypatch.setattr(testcmd, "git", lambda *a, **k: "f" * 40)
+    return calls
+
+
+def builder(fail_arch=None, raise_arch=None):
+    built = []
+
+    def build(tree, spec):
+        arch = spec.arch or "x86_64"
+        if arch == raise_arch:
+            raise RuntimeError(f"a bug in the {arch} build")
+        if arch == fail_arch:
+            raise LabError(f"the {arch} build failed (log: build.log)")
+        built.append((spec.name, spec.config, arch))
+        return buildmod.BuildResult(Path("/b"), Path("/b/bzImage"), "7.3.4-schedlab", 1.0, "c")
+    build.built = built  # type: ignore[attr-defined]
+    return build
+
+
+def closing(out):
+    return [ln for ln in out.splitlines() if ln.startswith("test")][-1]
+
+
+def test_fast_tier_passes_and_counts_every_stage(fake_lab, capsys):
+    req = testcmd.TestRequest()
+    n = len(testcmd.stages_for(req))
+    assert testcmd.test_command(req, builder()) == 0
+    out = capsys.readouterr().out
+    assert closing(out) == f"test: {n} passed, 0 failed, 0 skipped"
+    assert "warning: no passing './schedlab test --full' record" in out
+    assert not any(s.tier == "full" for s in testcmd.stages_for(req))
+
+
+def test_full_tier_with_failing_ppc64le_build(fake_lab, capsys, tmp_path):
+    """The pseries boots and KUnit runs that need the ppc64le build are skipped,
+    not passed; everything else still runs; exit status 1; a record is written."""
+    req = testcmd.TestRequest(full=True)
+    stages = testcmd.stages_for(req)
+    ppc_dependents = [s.name for s in stages if "build patched/lab ppc64le" in s.needs]
+    assert len(ppc_dependents) == len(testcmd.FULL_PPC_TOPOLOGIES) + 3
+    fake = builder(fail_arch="ppc64le")
+    assert testcmd.test_command(req, fake) == 1
+    out = capsys.readouterr().out
+    n = len(stages)
+    assert closing(out) == (f"test --full: {n - 1 - len(ppc_dependents)} passed, 1 failed, "
+                            f"{len(ppc_dependents)} skipped")
+    assert "soak" in fake_lab and "peer tests" in fake_lab      # the rest ran
+    rec = json.loads(next((tmp_path / "results" / "test-full").glob("*.json")).read_text())
+    assert rec["passed"] is False and rec["closing_line"] == closing(out)
+    assert rec["patches_sha256"] == testcmd.patches_hash(tmp_path / "patches")
+    outcomes = {s["name"]: s["outcome"] for s in rec["stages"]}
+    assert outcomes["build patched/lab ppc64le"] == "failed"
+    assert all(outcomes[name] == "skipped" for name in ppc_dependents)
+
+
+def test_a_stage_that_raises_fails_and_the_others_run(fake_lab, capsys):
+    """A bug (not a LabError) in the x86_64 build: the stages needing it are
+    skipped, those that do not (the probe build has its own) still run, and
+    the closing line is printed."""
+    req = testcmd.TestRequest()
+    stages = testcmd.stages_for(req)
+    fake = builder(raise_arch="x86_64")
+    assert testcmd.test_command(req, fake) == 1
+    out = capsys.readouterr().out
+    lab_dependents = [s.name for s in stages if "build patched/lab" in s.needs]
+    probe_dependents = [s.name for s in stages
+                        if "build patched/probe + measurement series" in s.needs]
+    skipped = len(lab_dependents) + len(probe_dependents)
+    # Both x86_64 builds raise: 2 failed, their dependents skipped.
+    assert closing(out) == f"test: {len(stages) - 2 - skipped} passed, 2 failed, {skipped} skipped"
+    assert "RuntimeError: a bug in the x86_64 build" in out
+    assert "pytest" in fake_lab and "boot" not in fake_lab
+
+
+def test_interrupt_prints_the_closing_line_and_leaves_the_rest_not_run(capsys):
+    def boom(ctx):
+        raise KeyboardInterrupt
+    stages = [Stage("a", lambda c: True), Stage("b", boom), Stage("c", lambda c: True)]
+    with pytest.raises(KeyboardInterrupt):
+        stagemod.run("test", stages)
+    out = capsys.readouterr().out
+    assert "not run stages: b, c" in out
+    assert out.rstrip().splitlines()[-1] == "test: 1 passed, 0 failed, 0 skipped"
+
+
+def test_stage_lists_are_checked():
+    with pytest.raises(ValueError, match="needs"):
+        stagemod.check_stages([Stage("b", lambda c: True, ("a",))])
+    with pytest.raises(ValueError, match="twice"):
+        stagemod.check_stages([Stage("a", lambda c: True), Stage("a", lambda c: True)])
+    for req in (testcmd.TestRequest(), testcmd.TestRequest(full=True),
+                testcmd.TestRequest(unit_only=True), testcmd.TestRequest(arch="ppc64le")):
+        stagemod.check_stages(testcmd.stages_for(req))
+
+
+def test_record_status(fake_lab, capsys, tmp_path):
+    digest = testcmd.patches_hash(tmp_path / "patches")
+    testcmd.say_record_status(digest)
+    assert "warning: no passing" in capsys.readouterr().out
+    path = testcmd.record_path(digest)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"passed": True, "patches_sha256": digest,
+                                "started": "2026-11-27T00:00:00Z", "closing_line": "x"}))
+    testcmd.say_record_status(digest)
+    assert "a passing record exists" in capsys.readouterr().out
+    (tmp_path / "patches" / "series").write_text("0001-y.patch\n")
+    assert testcmd.patches_hash(tmp_path / "patches") != digest
