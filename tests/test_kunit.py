@@ -12,6 +12,7 @@ from schedlab import kunit as k
 from schedlab import kunit_report
 from schedlab import kunit_tool
 from schedlab import topology as t
+from schedlab import vm
 from schedlab.util import work_dir
 
 DATA = Path(__file__).parent / "data"
@@ -86,7 +87,7 @@ def test_parse_console_without_ktap(tmp_path):
 def _fake_boot(monkeypatch, tmp_path, console: Path):
     """run_kunit without qemu: the boot 'writes' a captured console."""
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
-    monkeypatch.setattr(k.vm, "kvm_works", lambda image: (False, "test"))
+    monkeypatch.setattr(vm, "kvm_works", lambda image: (False, "test"))
 
     def boot(cmd, log, timeout, what):
         shutil.copyfile(console, log)

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 from schedlab import kunit_tool as kt
+from schedlab import vm
 
 # The JSON report of the README's kunit.py command in the lab (53 tests).
 REAL_REPORT = Path(__file__).parent / "data" / "kunit-tool-report.json"
@@ -94,10 +95,10 @@ def test_load_report_missing_or_broken(tmp_path):
 
 def test_run_readme_command_hides_broken_kvm(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
-    monkeypatch.setattr(kt.vm, "kvm_works", lambda image: (False, "KVM hangs"))
+    monkeypatch.setattr(vm, "kvm_works", lambda image: (False, "KVM hangs"))
     seen = {}
 
-    def run(tree_path, build_dir, hide_kvm, env, cc=None, timeout=3600, arch="x86_64"):
+    def run(tree_path, build_dir, hide_kvm, env, cc=None, timeout=3600, arch=None):
         seen.update(tree=tree_path, build=build_dir, hide=hide_kvm, env=env)
         return kt.ToolResult(True, "52 passed, 0 failed, 1 skipped", 61.4,
                              tmp_path / "kunit-tool.log", hide_kvm)

@@ -104,3 +104,45 @@ def test_run_with_log_appends_and_checks(tmp_path):
     assert log.read_text() == "$ sh -c 'echo one'\none\n\n$ sh -c 'echo $X'\ntwo\n"
     with pytest.raises(LabError, match=r"status 1 \(log: "):
         util.run(["false"], log=log)
+
+
+def test_run_captures_stdout_and_stderr_apart_without_a_log():
+    done = procs.run(["sh", "-c", "echo out; echo err >&2; exit 2"], capture=True)
+    assert (done.returncode, done.stdout, done.stderr) == (2, "out\n", "err\n")
+    assert done.cmd == ["sh", "-c", "echo out; echo err >&2; exit 2"] and not done.timed_out
+
+
+def test_run_check_raises_a_lab_error_with_the_stderr_tail(tmp_path):
+    with pytest.raises(LabError, match=r"status 3: sh -c .*\nno good$"):
+        procs.run(["sh", "-c", "echo no good >&2; exit 3"], capture=True, check=True)
+    assert procs.run(["true"], check=True).returncode == 0
+    with pytest.raises(LabError, match=r"status 1 \(log: .*x\.log\): false$"):
+        procs.run(["false"], log=tmp_path / "x.log", check=True)
+
+
+def test_run_input_env_cwd_without_a_log(tmp_path):
+    done = procs.run(["sh", "-c", "pwd; echo $V; cat"], capture=True, cwd=tmp_path,
+                     env=dict(os.environ, V="vee"), input="fed\n")
+    assert done.stdout == f"{tmp_path}\nvee\nfed\n"
+
+
+def test_run_timeout_stops_the_group_and_check_raises(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    start = time.monotonic()
+    with pytest.raises(LabError, match=r"the sleeper did not finish within 1s and was stopped$"):
+        procs.run(["sh", "-c", f"sleep 60 & echo $! > {pidfile}; wait"], timeout=1, grace=1,
+                  check=True, what="the sleeper")
+    assert time.monotonic() - start < 20
+    assert _gone(int(pidfile.read_text()))
+    done = procs.run(["sleep", "30"], timeout=0.5, grace=1)
+    assert done.timed_out and done.returncode < 0
+
+
+def test_util_run_adds_env_and_returns_stdout(monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_T1", "kept")
+    proc = util.run(["sh", "-c", "echo $SCHEDLAB_T1 $SCHEDLAB_T2"], capture=True,
+                    env={"SCHEDLAB_T2": "added"})
+    assert proc.stdout == "kept added\n"
+    with pytest.raises(LabError, match=r"command failed with status 1: false"):
+        util.run(["false"])
+    assert util.run(["false"], check=False).returncode == 1

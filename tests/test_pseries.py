@@ -8,6 +8,7 @@ import pytest
 from schedlab import kunit as k
 from schedlab import kunit_tool as kt
 from schedlab import pseries as ps
+from schedlab import targets
 from schedlab import topology as t
 
 
@@ -33,8 +34,8 @@ def read_newc(blob: bytes):
 
 
 def test_qemu_command_pseries_smt8():
-    args = ps.qemu_command(Path("/b/vmlinux"), t.PRESETS["smt8"], ["kunit.enable=1"])
-    assert args[:7] == ["qemu-system-ppc64", "-M", "pseries", "-cpu", "power10", "-accel", "tcg"]
+    args = ps.TARGET.qemu_command(Path("/b/vmlinux"), t.PRESETS["smt8"], ["kunit.enable=1"])
+    assert args[:7] == ["qemu-system-ppc64", "-M", "pseries", "-accel", "tcg", "-cpu", "power10"]
     assert args[args.index("-smp") + 1] == "16,sockets=1,cores=2,threads=8"
     append = args[args.index("-append") + 1]
     assert append.split() == ["console=hvc0", "kunit.enable=1"]
@@ -43,8 +44,8 @@ def test_qemu_command_pseries_smt8():
 
 
 def test_qemu_command_pseries_numa_initrd():
-    args = ps.qemu_command(Path("/b/vmlinux"), t.PRESETS["smt4-numa"], [], memory_mib=2048,
-                           initrd=Path("/tmp/i.cpio"))
+    args = ps.TARGET.qemu_command(Path("/b/vmlinux"), t.PRESETS["smt4-numa"], [],
+                                  memory_mib=2048, initrd=Path("/tmp/i.cpio"))
     assert args[args.index("-initrd") + 1] == "/tmp/i.cpio"
     nodes = [args[i + 1] for i, a in enumerate(args) if a == "-numa"]
     assert nodes == ["node,nodeid=0,cpus=0-7,memdev=mem0", "node,nodeid=1,cpus=8-15,memdev=mem1"]
@@ -110,7 +111,8 @@ def test_split_console():
 def test_expected_domains_power(name, x86, power):
     topo = t.parse_topology(name)
     assert topo.expected_domains() == x86
-    assert topo.expected_domains("ppc64le") == power
+    assert topo.expected_domains(targets.get_target("x86_64").mc_level) == x86
+    assert topo.expected_domains(ps.TARGET.mc_level) == power
 
 
 def test_check_view_uses_the_arch_levels():
@@ -119,7 +121,7 @@ def test_check_view_uses_the_arch_levels():
     lines += [f"cpu {c} {c - c % 8}-{c - c % 8 + 7} {c - c % 8} 0" for c in range(16)]
     lines += ["node 0 0-15", "domain 0 SMT", "domain 1 PKG"]
     view = t.parse_guest_report("\n".join(lines))
-    assert t.check_view(topo, view, arch="ppc64le") == []
+    assert t.check_view(topo, view, mc_level=ps.TARGET.mc_level) == []
     assert any("sched domains" in p for p in t.check_view(topo, view))
 
 
@@ -130,7 +132,7 @@ def test_kunit_tool_command_powerpc():
     assert "--cross_compile=powerpc64le-linux-gnu-" in cmd
     assert "--make_options=CC=ccache powerpc64le-linux-gnu-gcc" in cmd
     x86 = kt.command(Path("/b"), Path("/j.json"), 3)
-    assert f"--qemu_config={kt.QEMU_CONFIG}" in x86
+    assert "--qemu_config=kernel/sched/tests/kunit_qemu_x86_64.py" in x86
     assert not any(a.startswith("--cross_compile") for a in x86)
 
 

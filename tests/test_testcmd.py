@@ -40,7 +40,8 @@ def fake_lab(monkeypatch, tmp_path):
     monkeypatch.setattr(testcmd, "_peer_tests", ok("peer tests"))
     monkeypatch.setattr(testcmd.TreeSpec, "resolve", lambda self: FakeTree())
     monkeypatch.setattr(testcmd.series, "read_series", lambda d: [])
-    monkeypatch.setattr(testcmd.pipeline, "boot_check", lambda *a, **k: calls.append("boot") or 0)
+    monkeypatch.setattr(testcmd.guests, "check_topology",
+                        lambda *a, **k: calls.append("boot") or 0)
     monkeypatch.setattr(testcmd.kunit, "run_on", ok("kunit"))
     monkeypatch.setattr(testcmd.kunit_tool, "run_readme_command", ok("kunit.py"))
     monkeypatch.setattr(testcmd.pipeline, "measure_integration", ok("measure"))

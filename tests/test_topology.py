@@ -154,3 +154,18 @@ def test_guest_probe_prints_what_the_parser_reads():
     text = t.guest_probe().read_text()
     for key in ("nproc", "possible", "online", "cpu", "node", "domain"):
         assert f'echo "{key} ' in text, key
+
+
+def test_format_view_shows_the_guest_and_the_expected_levels():
+    topo = t.PRESETS["smt4"]
+    lines = ["nproc 8", "possible 0-7", "online 0-7", "node 0 0-7", "domain 0 SMT",
+             "domain 1 MC"]
+    lines += [f"cpu {c} {c - c % 4}-{c - c % 4 + 3} {c // 4} 0" for c in range(8)]
+    view = t.parse_guest_report("\n".join(lines))
+    text = t.format_view(topo, view)
+    assert text.splitlines() == [
+        "  guest: 8 CPUs online of 8 possible, 1 NUMA node(s), cpu0 domains: SMT MC",
+        "  SMT sibling sets: {0,1,2,3}, {4,5,6,7}",
+        "  node0: 0-7",
+        f"  expected: {topo.describe()}, domains SMT MC"]
+    assert t.format_view(topo, view, mc_level=False).endswith("domains SMT PKG")

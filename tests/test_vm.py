@@ -2,8 +2,11 @@
 
 from pathlib import Path
 
+import pytest
+
 from schedlab import topology as t
 from schedlab import vm
+from schedlab.util import LabError
 
 
 def test_tcg_command_for_numa_preset():
@@ -48,3 +51,34 @@ def test_spawn_captures_the_console_and_stops_on_timeout(tmp_path, monkeypatch):
     text = log.read_text()
     assert text.startswith("$ sh -c 'echo booted; exit 3'\nbooted\n\n[exit 3]\n")
     assert text.endswith("hung\n\n[exit -15, timed out]\n")
+
+
+def _report(topo):
+    lines = [f"nproc {topo.cpus}", f"possible 0-{topo.cpus - 1}", f"online 0-{topo.cpus - 1}",
+             f"node 0 0-{topo.cpus - 1}"]
+    lines += [f"cpu {c} {c - c % topo.threads}-{c - c % topo.threads + topo.threads - 1} "
+              f"{topo.core_of(c)} {topo.package_of(c)}" for c in range(topo.cpus)]
+    lines += [f"domain {i} {d}" for i, d in enumerate(topo.expected_domains())]
+    return "\n".join(lines) + "\n"
+
+
+def test_boot_and_check_reports_then_runs_the_command(monkeypatch, capsys):
+    topo = t.PRESETS["smt4"]
+    seen = {}
+
+    def boot(image, topo_, cmd, **kw):
+        seen.update(cmd=cmd, **kw)
+        return vm.VmResult(7, _report(topo) + vm.CHECK_MARK + "\nhello\n", "tcg", 1.5)
+    monkeypatch.setattr(vm, "boot", boot)
+    assert vm.boot_and_check(Path("/b/bzImage"), topo, ["echo", "hello"], online=None) == 7
+    assert "vm-command.sh" in seen["cmd"] and vm.CHECK_MARK in seen["cmd"]
+    assert seen["cmd"].endswith("'echo hello'")
+    out = capsys.readouterr().out
+    assert out.startswith("hello\n") and "topology check passed (smt4)" in out
+    # A guest that disagrees: status 3; no report at all: an error.
+    monkeypatch.setattr(vm, "boot", lambda *a, **k: vm.VmResult(
+        0, _report(t.PRESETS["smt8"]) + vm.CHECK_MARK + "\n", "tcg", 1.0))
+    assert vm.boot_and_check(Path("/b/bzImage"), topo) == 3
+    monkeypatch.setattr(vm, "boot", lambda *a, **k: vm.VmResult(1, "panic\n", "tcg", 1.0))
+    with pytest.raises(LabError, match="did not report its topology"):
+        vm.boot_and_check(Path("/b/bzImage"), topo)

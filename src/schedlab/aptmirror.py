@@ -9,12 +9,11 @@ linux-source points at that same URI with another suite.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from .util import LabError
+from .util import LabError, run
 
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
@@ -145,8 +144,8 @@ def apt_options(apt_root: Path, arch: Optional[str] = None) -> List[str]:
     status and archives all live under apt_root.  arch: the Debian architecture
     of the packages (default this machine's; ppc64el for the POWER guest).
     """
-    arch = arch or subprocess.run(["dpkg", "--print-architecture"], capture_output=True,
-                                  text=True).stdout.strip() or "amd64"
+    arch = arch or run(["dpkg", "--print-architecture"], capture=True,
+                       check=False).stdout.strip() or "amd64"
     return [
         "-o", f"Dir::Etc={apt_root}/etc",
         "-o", f"Dir::Etc::sourcelist={apt_root}/etc/sources.list",

@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -45,6 +45,11 @@ class Arch:
     image_path: str
     # Named configs whose fragments differ on this arch (else CONFIGS's).
     configs: Dict[str, List[str]] = field(default_factory=dict)
+    # The series check's compile of a cross-compiled arch starts here: a
+    # distribution-like config, more of kernel/sched/'s options compiled.
+    check_start: str = ""
+    # Added to the names of its build folders and logs ('' for the default arch).
+    suffix: str = ""
 
 
 ARCHES: Dict[str, Arch] = {
@@ -55,7 +60,8 @@ ARCHES: Dict[str, Arch] = {
     # and runs no BPF tools: without the vng and trace fragments (debug info
     # and BTF above all) a cold build takes about half the time.
     "ppc64le": Arch("ppc64le", "powerpc", "powerpc64le-linux-gnu-", "alldefconfig",
-                    "vmlinux", "vmlinux", configs={"lab": ["lab"]}),
+                    "vmlinux", "vmlinux", configs={"lab": ["lab"]},
+                    check_start="ppc64le_defconfig", suffix="-ppc64le"),
 }
 
 
@@ -163,8 +169,7 @@ def make_args(arch: Arch, build_dir: Path, cross: Optional[str] = None) -> List[
 
 
 def build_dir_for(tree: Tree, variant: str, config: str, arch: Arch) -> Path:
-    suffix = "" if arch.name == "x86_64" else f"-{arch.name}"
-    return work_dir() / "build" / tree.key / f"{variant}-{config}{suffix}"
+    return work_dir() / "build" / tree.key / f"{variant}-{config}{arch.suffix}"
 
 
 def run_make(cmd: List[str], tree: Path, log: Path, what: str, quiet: bool = False) -> float:
@@ -347,11 +352,9 @@ def native_arch() -> Arch:
     """The Arch of this machine, compiled natively (no CROSS_COMPILE)."""
     import platform
     machine = platform.machine()
-    name = {"x86_64": "x86_64", "ppc64le": "ppc64le"}.get(machine)
-    if not name:
-        raise LabError(f"host kernels are built for x86_64 and ppc64le; this is {machine}")
-    a = ARCHES[name]
-    return Arch(a.name, a.karch, "", a.start, a.image, a.image_path)
+    if machine not in ARCHES:
+        raise LabError(f"host kernels are built for {' and '.join(ARCHES)}; this is {machine}")
+    return replace(ARCHES[machine], cross_compile="", configs={})
 
 
 PROC_CONFIG = Path("/proc/config.gz")

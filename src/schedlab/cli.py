@@ -22,12 +22,13 @@ from typing import Callable, List, Optional
 from . import ab as abmod
 from . import build as buildmod
 from . import compare as comparemod
-from . import deps, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
+from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import results as resmod
 from . import series
 from . import soak as soakmod
+from . import targets
 from . import topology as topomod
 from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, add_online, add_plan_opts,
                       add_topology, add_tree_opts, add_vm_opts, build_spec, command,
@@ -116,8 +117,8 @@ def add_build(sub: Sub) -> None:
 def cmd_vm(args: argparse.Namespace) -> int:
     result = built(tree_spec(args).resolve(), build_spec(args))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    return pipeline.run_vm(topomod.parse_topology(args.topology), result.image, command,
-                           vm_options(args))
+    return guests.check_topology(args.arch, result.image, topomod.parse_topology(args.topology),
+                                 vm_options(args), command)
 
 
 def add_vm(sub: Sub) -> None:
@@ -137,7 +138,7 @@ def cmd_kunit(args: argparse.Namespace) -> int:
     if args.kunit_py:
         result = built(tree, BuildSpec(args.variant, "lab", args.arch, False, args.no_build))
         return 0 if kunit_tool.run_readme_command(tree.path, tree.key, result.image,
-                                                  args.arch or "x86_64") else 1
+                                                  targets.get_target(args.arch).arch) else 1
     result = built(tree, build_spec(args))
     online = args.online
     if online is None and args.topology == kunit.DEFAULT_TOPOLOGY:
@@ -395,7 +396,8 @@ def add_run(sub: Sub) -> None:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    if args.arch == "ppc64le" and (args.full or args.unit_only or args.topology):
+    if targets.get_target(args.arch).arch != targets.DEFAULT_TARGET and \
+            (args.full or args.unit_only or args.topology):
         raise LabError("test --arch ppc64le runs the POWER stages alone: without --full, "
                        "--unit-only or --topology")
     req = testcmd.TestRequest(tree_spec(args),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 import venv
 from pathlib import Path
@@ -103,8 +102,7 @@ def venv_bin(name: str) -> Path:
 def missing_debian(packages: List[str]) -> List[str]:
     missing = []
     for pkg in packages:
-        proc = subprocess.run(["dpkg-query", "-W", "-f=${Status}", pkg],
-                              capture_output=True, text=True)
+        proc = run(["dpkg-query", "-W", "-f=${Status}", pkg], capture=True, check=False)
         if proc.returncode != 0 or "install ok installed" not in proc.stdout:
             missing.append(pkg)
     return missing

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 from . import parsers
+from .util import LabError, run
 
 FUNCTION = "idle_cpu"
 _INSN = re.compile(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*(\S+)\s*(.*)$")
@@ -30,15 +30,14 @@ _INSN = re.compile(r"^\s*([0-9a-f]+):\s+(?:[0-9a-f]{2} )+\s*(\S+)\s*(.*)$")
 
 def disassemble(vmlinux: Path, function: str = FUNCTION) -> List[Tuple[int, str, str]]:
     """(address, mnemonic, operands) of FUNCTION's instructions (objdump)."""
-    nm = subprocess.run(["nm", str(vmlinux)], capture_output=True, text=True, check=True)
+    nm = run(["nm", str(vmlinux)], capture=True)
     addr = next((ln.split()[0] for ln in nm.stdout.splitlines()
                  if ln.split()[-1:] == [function] and ln.split()[1] in "tT"), None)
     if addr is None:
         return []
     start = int(addr, 16)
-    out = subprocess.run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={start}",
-                          f"--stop-address={start + 512}", str(vmlinux)],
-                         capture_output=True, text=True, check=True).stdout
+    out = run(["objdump", "-d", "--no-show-raw-insn", f"--start-address={start}",
+               f"--stop-address={start + 512}", str(vmlinux)], capture=True).stdout
     return parse_objdump(out)
 
 
@@ -151,7 +150,7 @@ def write_insns(vmlinux: Path, folder: Path) -> None:
     paths depend on the guest: whether it returns through a thunk)."""
     try:
         insns = disassemble(vmlinux)
-    except (OSError, subprocess.CalledProcessError):
+    except (OSError, LabError):
         insns = []
     (folder / "calibration-insns.json").write_text(json.dumps(
         {"function": FUNCTION, "vmlinux": str(vmlinux), "insns": insns}) + "\n")

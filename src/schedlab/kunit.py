@@ -11,21 +11,21 @@ are those of its JSON report, the series' own lines ('swb-probes:',
 The fixtures need as many possible CPUs as they have (cpumask iteration
 stops at nr_cpu_ids): the default topology gives 192 possible CPUs with two
 online (qemu -smp 192,... plus the kernel's maxcpus=2), which boots in
-seconds under TCG.
+seconds under TCG.  The qemu command line is the boot target's (targets.py):
+x86_64 or a pseries guest (ppc64le).
 """
 
 from __future__ import annotations
 
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import kunit_report, kunit_tool, pseries
+from . import guests, kunit_report, kunit_tool
 from . import topology as topomod
-from . import vm
-from .util import LabError, log_dir, run_in_group, say
+from .targets import get_target
+from .util import LabError, log_dir, run, run_in_group, say
 
 # The case that compares a fixture with the live sched domains.
 LIVE_CASE = "sched_fair_lb.fixture_matches_live_domains"
@@ -36,28 +36,17 @@ DEFAULT_ONLINE = 2
 
 def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
                  memory_mib: int = 2048, filter_glob: Optional[str] = None,
-                 kernel_args: Sequence[str] = (), arch: str = "x86_64",
-                 qemu: str = pseries.QEMU) -> List[str]:
-    """The qemu command line of a KUnit boot (pure: tested without booting);
-    arch ppc64le: a pseries guest (pseries.py, qemu: its binary), always TCG."""
+                 kernel_args: Sequence[str] = (), arch: Optional[str] = None,
+                 qemu: Optional[str] = None) -> List[str]:
+    """The qemu command line of a KUnit boot (pure: tested without booting):
+    the boot target of ARCH (None: x86_64), qemu: its binary."""
     append = ["kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
     append += topomod.kernel_cpu_args(topo, online)
     if filter_glob:
         append.append(f"kunit.filter_glob={filter_glob}")
     append += list(kernel_args)
-    if arch == "ppc64le":
-        return pseries.qemu_command(image, topo, append, memory_mib=memory_mib, qemu=qemu)
-    append.insert(0, "console=ttyS0")
-    # TCG's "max" CPU has 5-level paging; with it a KASAN kernel reports a
-    # wild-memory-access from an interrupt during identify_cpu() in early
-    # boot, and that taint switches lock debugging off for the whole run.
-    args = ["qemu-system-x86_64", "-accel", "kvm" if kvm else "tcg", "-cpu",
-            "host" if kvm else "max,la57=off", "-m", f"{memory_mib}M",
-            "-smp", topomod.smp_arg(topo)]
-    args += topomod.qemu_numa_args(topo, memory_mib)
-    args += ["-kernel", str(image), "-append", " ".join(append), "-nographic",
-             "-no-reboot", "-serial", "stdio", "-monitor", "none"]
-    return args
+    return get_target(arch).qemu_command(image, topo, append, kvm=kvm, memory_mib=memory_mib,
+                                         qemu=qemu)
 
 
 @dataclass
@@ -94,8 +83,8 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
     # kunit.py changes into the kernel tree: absolute paths only.
     console, json_path = console.resolve(), json_path.resolve()
     json_path.unlink(missing_ok=True)
-    proc = subprocess.run(["python3", str(parser), "parse", f"--json={json_path}",
-                           str(console)], capture_output=True, text=True)
+    proc = run(["python3", str(parser), "parse", f"--json={json_path}", str(console)],
+               capture=True, check=False)
     stored = f"Test results stored in {json_path}"
     out = "".join(ln for ln in proc.stdout.splitlines(keepends=True) if stored not in ln)
     return Parsed(proc.returncode, out + proc.stderr, kunit_tool.load_report(json_path))
@@ -104,15 +93,12 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
 def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
               filter_glob: Optional[str] = None, timeout: float = 900,
               memory_mib: int = 2048, kernel_args: Sequence[str] = (),
-              arch: str = "x86_64") -> KunitResult:
+              arch: Optional[str] = None) -> KunitResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
-    qemu = pseries.QEMU
-    if arch == "ppc64le":
-        qemu = pseries.qemu_wrapper()
-        kvm, why = False, f"a POWER guest: {qemu} -M pseries -cpu {pseries.CPU_MODEL}"
-    else:
-        kvm, why = vm.kvm_works(image)
+    target = get_target(arch)
+    qemu = guests.qemu_binary(target)
+    kvm, why = guests.accelerator(target, image)
     accel = "kvm" if kvm else "tcg"
     say(f"  accelerator: {accel} ({why})")
     say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
@@ -120,8 +106,7 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
     args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
                         filter_glob=filter_glob, kernel_args=kernel_args, arch=arch,
                         qemu=qemu)
-    prefix = "kunit" if arch == "x86_64" else f"kunit-{arch}"
-    log = log_dir() / f"{prefix}-{topo.spec().replace(':', '-')}.log"
+    log = log_dir() / f"kunit{target.log_suffix}-{topo.spec().replace(':', '-')}.log"
     start = time.monotonic()
     run_in_group(args, log, timeout, "the KUnit boot")
     took = time.monotonic() - start
@@ -153,8 +138,9 @@ def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
     or skipped and no should_we_balance() target was missed (require_live:
     and the live-domain comparison ran and passed)."""
     topo = topomod.parse_topology(topology)
+    target = get_target(arch)
     res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout,
-                    arch=arch or "x86_64")
+                    arch=arch)
     say(res.summary.rstrip())
     missed = 0
     for text in kunit_report.report_lines(res.rows, res.calls):
@@ -162,7 +148,7 @@ def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
         missed += "(MISSED)" in text
     for text in kunit_report.reads_report_lines(res.reads):
         say(text)
-    where = topology if not arch or arch == "x86_64" else f"{topology} ({arch})"
+    where = f"{topology} ({target.arch})" if target.log_suffix else topology
     say(f"  KUnit on {where}: {res.passed} passed, {res.failed} failed, "
         f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
         f"(console: {res.log})")

@@ -3,6 +3,9 @@
     ./tools/testing/kunit/kunit.py run --kunitconfig=kernel/sched \\
         --qemu_config=kernel/sched/tests/kunit_qemu_x86_64.py
 
+(another boot target: its kunit_qemu_<kunit.py arch>.py, cross-compiled;
+targets.py).
+
 kunit.py builds its own small kernel from kernel/sched/.kunitconfig and boots
 it with the series' qemu configuration (192 possible CPUs, 2 online). It
 asks qemu for '-accel kvm' first; where /dev/kvm exists but KVM does not
@@ -30,29 +33,26 @@ from pathlib import Path
 from typing import Iterator, List, Optional, Tuple
 
 from . import build as buildmod
-from . import pseries, vm
+from . import guests
+from .targets import get_target
 from .util import log_dir, run_in_group, say, work_dir
 
-QEMU_CONFIG = "kernel/sched/tests/kunit_qemu_x86_64.py"
-# The series' pseries configuration (ppc64le, 192 possible CPUs, 2 online),
-# cross-compiled on an x86_64 host.
-QEMU_CONFIG_PPC = "kernel/sched/tests/kunit_qemu_powerpc.py"
-CROSS_PPC = "powerpc64le-linux-gnu-"
 KUNITCONFIG = "kernel/sched"
 # Cases allowed to skip with two of 192 CPUs online (suite.case).
 MAY_SKIP = {"sched_fair_lb.fixture_matches_live_domains"}
 
 
 def command(build_dir: Path, json_path: Path, jobs: int,
-            cc: Optional[str] = None, arch: str = "x86_64") -> List[str]:
-    """The README's kunit.py command, with a build folder and a JSON report
-    (arch ppc64le: the pseries configuration, cross-compiled)."""
-    ppc = arch == "ppc64le"
+            cc: Optional[str] = None, arch: Optional[str] = None) -> List[str]:
+    """The README's kunit.py command, with a build folder and a JSON report:
+    the series' qemu configuration of ARCH's boot target (None: x86_64),
+    cross-compiled where the target is (ppc64le on an x86_64 host)."""
+    target = get_target(arch)
     cmd = ["./tools/testing/kunit/kunit.py", "run", f"--kunitconfig={KUNITCONFIG}",
-           f"--qemu_config={QEMU_CONFIG_PPC if ppc else QEMU_CONFIG}",
+           f"--qemu_config={target.kunit_qemu_config}",
            f"--build_dir={build_dir}", f"--jobs={jobs}", f"--json={json_path}"]
-    if ppc:
-        cmd.append(f"--cross_compile={CROSS_PPC}")
+    if target.cross_compile:
+        cmd.append(f"--cross_compile={target.cross_compile}")
     if cc:
         cmd.append(f"--make_options=CC={cc}")
     return cmd
@@ -145,9 +145,10 @@ class ToolResult:
 
 
 def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
-        cc: Optional[str] = None, timeout: float = 3600, arch: str = "x86_64") -> ToolResult:
+        cc: Optional[str] = None, timeout: float = 3600,
+        arch: Optional[str] = None) -> ToolResult:
     """Run kunit.py in the tree (it builds, boots and parses by itself)."""
-    suffix = "" if arch == "x86_64" else f"-{arch}"
+    suffix = get_target(arch).log_suffix
     json_path = log_dir() / f"kunit-tool{suffix}.json"
     log = log_dir() / f"kunit-tool{suffix}.log"
     json_path.unlink(missing_ok=True)
@@ -178,25 +179,24 @@ def run(tree_path: Path, build_dir: Path, hide_kvm: bool, env: dict,
 
 
 def run_readme_command(tree_path: Path, tree_key: str, image: Path,
-                       arch: str = "x86_64") -> bool:
-    """The README's plain kunit.py command, with its TCG fallback where KVM is
-    broken (image: a lab kernel, only to find out whether KVM works here).
-    arch ppc64le: the pseries command; a POWER guest is TCG here anyway."""
-    if arch == "ppc64le":
-        kvm, why = False, "a POWER guest on this host"
-    else:
-        kvm, why = vm.kvm_works(image)
+                       arch: Optional[str] = None) -> bool:
+    """The README's plain kunit.py command for ARCH's boot target (None:
+    x86_64), with its TCG fallback where KVM is broken (image: a lab kernel,
+    only to find out whether KVM works here; a target without KVM is TCG
+    here anyway)."""
+    target = get_target(arch)
+    kvm, why = guests.accelerator(target, image)
     say(f"  KVM: {'works' if kvm else 'not usable'} ({why})"
         + ("" if kvm else "; /dev/kvm hidden from qemu (README: TCG fallback)"))
-    gcc = (CROSS_PPC if arch == "ppc64le" else "") + "gcc"
-    suffix = "" if arch == "x86_64" else f"-{arch}"
+    gcc = target.cross_compile + "gcc"
     env = dict(os.environ, **buildmod.ccache_env())
-    if arch == "ppc64le":
-        # kunit.py runs qemu-system-ppc64 from PATH: one with pseries SMT.
-        qemu_dir = str(Path(pseries.qemu_wrapper()).parent)
+    # kunit.py runs the target's qemu from PATH: where the lab has one of
+    # its own (pseries with SMT under TCG), that one first.
+    qemu_dir = os.path.dirname(guests.qemu_binary(target))
+    if qemu_dir:
         env["PATH"] = f"{qemu_dir}:{env.get('PATH', '/usr/bin:/bin')}"
-        say(f"  qemu-system-ppc64 from {qemu_dir} (first in PATH)")
-    res = run(tree_path, work_dir() / "build" / tree_key / f"kunit-tool{suffix}",
+        say(f"  {target.qemu} from {qemu_dir} (first in PATH)")
+    res = run(tree_path, work_dir() / "build" / tree_key / f"kunit-tool{target.log_suffix}",
               hide_kvm=not kvm, env=env,
               cc=f"ccache {gcc}" if shutil.which("ccache") else None, arch=arch)
     say(f"  kunit.py: {res.line}")

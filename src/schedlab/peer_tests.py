@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -121,8 +120,8 @@ def new_failures(results: Dict[str, str], base: Optional[PeerResult]) -> List[st
 
 
 def _has_file(tree: source.Tree, commit: str, path: str) -> bool:
-    return subprocess.run(["git", "-C", str(tree.path), "cat-file", "-e", f"{commit}:{path}"],
-                          capture_output=True).returncode == 0
+    return run(["git", "-C", str(tree.path), "cat-file", "-e", f"{commit}:{path}"],
+               capture=True, check=False).returncode == 0
 
 
 def build_selftests(tree: source.Tree, commit: str) -> List[Path]:

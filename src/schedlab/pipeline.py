@@ -3,23 +3,18 @@ measurement integration checks the test tiers run (testcmd.py)."""
 
 from __future__ import annotations
 
-import shlex
-import sys
-from pathlib import Path
 from typing import List, Optional
 
 from . import build as buildmod
-from . import deps, pseries, series
+from . import deps, guests, series
 from . import measure as measuremod
 from . import plan as planmod
 from . import probes as probemod
 from . import results as resmod
 from . import topology as topomod
-from . import vm
 from .spec import TreeSpec, VmOptions
-from .util import LabError, Stages, eprint, package_file, say
+from .util import Stages, say
 
-CHECK_MARK = "@@schedlab-topology-end@@"
 # The measurement harness's integration test: a short plan, every probe but
 # the cost probes (each measured alone, under icount: ICOUNT_INTEGRATION).
 # The knob exercises --knob/--arm end to end (written, read back, restored).
@@ -31,47 +26,6 @@ INTEGRATION_TOPOLOGY = "smt4"
 # And under icount: the cost probe of should_we_balance() with its calibration.
 ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-100")),
                                   ("swb-cost",), runs=1, seconds=2, accel="icount")
-
-
-def run_vm(topo: topomod.Topology, image: Path, command: List[str], opts: VmOptions) -> int:
-    """Boot once: topology probe (unless no_check), then the user's command."""
-    user = shlex.join(command) if command else "true"
-    boot = dict(online=opts.online, memory_mib=opts.memory, kernel_args=opts.append,
-                timeout=opts.timeout, verbose=opts.verbose, rwdirs=opts.rwdirs,
-                icount=opts.accel == "icount")
-    if opts.no_check:
-        res = vm.boot(image, topo, user, **boot)  # type: ignore[arg-type]
-        sys.stdout.write(res.output)
-        return res.returncode
-    cmd = shlex.join(["bash", str(package_file("guest/vm-command.sh")),
-                      str(topomod.guest_probe()), CHECK_MARK, user])
-    res = vm.boot(image, topo, cmd, **boot)  # type: ignore[arg-type]
-    report, sep, rest = res.output.partition(CHECK_MARK + "\n")
-    if not sep:
-        report, rest = res.output, ""
-    sys.stdout.write(rest)
-    view = topomod.parse_guest_report(report)
-    if not sep or view.nproc == 0:
-        tail = "\n    ".join(res.output.strip().splitlines()[-30:])
-        raise LabError(f"the guest did not report its topology (status {res.returncode}); "
-                       f"last output:\n    {tail}\n  full log: {vm.log_dir() / 'vm.log'}")
-    problems = topomod.check_view(topo, view, opts.online)
-    say(f"  boot and command took {res.seconds:.1f}s under {res.accel}")
-    say(vm.format_view(topo, view))
-    if problems:
-        eprint("topology check FAILED:\n  " + "\n  ".join(problems))
-        return 3
-    say(f"  topology check passed ({topo.name or topo.spec()})")
-    return res.returncode
-
-
-def boot_check(arch: Optional[str], image: Path, topo: topomod.Topology,
-               opts: VmOptions) -> int:
-    """Boot IMAGE on TOPO and check the topology the guest reports (0: passed)."""
-    if arch == "ppc64le":
-        return pseries.run_topology_check(image, topo, opts.online, opts.memory, opts.append,
-                                          opts.timeout)
-    return run_vm(topo, image, ["nproc"], opts)
 
 
 def setup_and_fetch(st: Stages, tree_spec: TreeSpec):
@@ -97,7 +51,8 @@ def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
         rc = 0
         for name in topologies:
             with st.stage(f"boot {name} + topology check"):
-                rc |= boot_check(arch, result.image, topomod.parse_topology(name), opts)
+                rc |= guests.check_topology(arch, result.image, topomod.parse_topology(name),
+                                             opts)
         return rc
     finally:
         say(st.summary())

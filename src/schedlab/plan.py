@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import bpfgen
 from . import probes as probemod
 from . import workloads as workmod
 from .util import LabError, package_file
@@ -140,7 +141,7 @@ def write(plan: Plan, folder: Path) -> Path:
             text = probemod.PROBES[p].bpftrace(method)
             if text:
                 (folder / "bt" / f"{p}.{method}.bt").write_text(text)
-    (folder / "bt" / "gate.bt").write_text(probemod.gate())
+    (folder / "bt" / "gate.bt").write_text(bpfgen.gate())
     if any(probemod.PROBES[p].program == "cost" for p in plan.probes):
         # The cost probes' own instructions, measured before the runs.
         for method in ("kfunc", "kprobe"):

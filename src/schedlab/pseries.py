@@ -6,12 +6,13 @@ from the threads of a core, CACHE where the L2 spans more than the SMT mask
 (the "big cores" of POWER9/10 under PowerVM), MC from coregroups (PowerVM
 only), PKG per NUMA node.  qemu's pseries machine describes threads, chips
 and NUMA nodes but neither thread groups nor a shared L2, so a guest's LLC is
-its core, and its levels are SMT, PKG and NUMA (expected_domains(arch=...)).
+its core, and its levels are SMT, PKG and NUMA (the target's mc_level).
 
 A POWER guest boots under TCG (there is no KVM for it on x86): the KUnit boot
 needs no userspace (the suites run during boot, kunit_shutdown=poweroff ends
 it); the topology boot runs the lab's guest probe under a static busybox from
-Debian's ppc64el archive, in an initramfs written here (cpio newc).
+Debian's ppc64el archive, in an initramfs written here (cpio newc).  The
+qemu binary, machine, CPU model and console are the boot target's (targets.py).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
-from . import aptmirror
+from . import aptmirror, targets
 from . import topology as topomod
 from .util import LabError, cache_dir, fmt_secs, log_dir, package_file, run, run_in_group, say
 
-QEMU = "qemu-system-ppc64"
+TARGET = targets.get_target("ppc64le")
+QEMU = TARGET.qemu
 # SMT under TCG came to the pseries machine with the 2023 series "spapr:
 # TCG allow up to 8-thread SMT on POWER8 and newer CPUs"; Debian 12's 7.2
 # refuses threads > 1 ("TCG cannot support more than 1 thread/core on a
@@ -38,34 +40,11 @@ QEMU = "qemu-system-ppc64"
 # <suite>-backports into the cache.
 MIN_QEMU = (9, 0)
 QEMU_PACKAGES = ("qemu-system-ppc", "qemu-system-data")
-# The CPU model: POWER10, as the machines the series is for (seed 000).
-CPU_MODEL = "power10"
-CONSOLE = "hvc0"
 BUSYBOX_PACKAGE = "busybox-static"
 DEBIAN_ARCH = "ppc64el"
 INIT_SCRIPT = "guest/pseries-init.sh"
 BEGIN_MARK = "@@schedlab-guest-begin@@"
 END_MARK = "@@schedlab-topology-end@@"
-
-
-def qemu_command(image: Path, topo: topomod.Topology, append: Sequence[str], *,
-                 memory_mib: int = 2048, initrd: Optional[Path] = None,
-                 cpu: str = CPU_MODEL, qemu: str = QEMU) -> List[str]:
-    """The qemu command line of a pseries boot (pure: tested without booting).
-
-    The console is the hypervisor's virtual terminal (hvc0) on stdio; TCG
-    always; the guest powers the machine off (RTAS), -no-reboot turns a
-    panic's reboot into an exit.  qemu: the binary (qemu_wrapper()).
-    """
-    args = [qemu, "-M", "pseries", "-cpu", cpu, "-accel", "tcg", "-m", f"{memory_mib}M",
-            "-smp", topomod.smp_arg(topo)]
-    args += topomod.qemu_numa_args(topo, memory_mib)
-    args += ["-kernel", str(image)]
-    if initrd is not None:
-        args += ["-initrd", str(initrd)]
-    args += ["-append", " ".join([f"console={CONSOLE}", *append]), "-display", "none",
-             "-no-reboot", "-serial", "stdio", "-monitor", "none"]
-    return args
 
 
 # ------------------------------------------------------------------ qemu
@@ -254,10 +233,12 @@ def topology_boot(image: Path, topo: topomod.Topology, *, online: Optional[int] 
     qemu = qemu_wrapper()
     initrd = write_initramfs(log_dir() / "pseries-initramfs.cpio")
     append = [*topomod.kernel_cpu_args(topo, online), *kernel_args]
-    args = qemu_command(image, topo, append, memory_mib=memory_mib, initrd=initrd, qemu=qemu)
+    # The guest powers the machine off (RTAS) when the probe is done.
+    args = TARGET.qemu_command(image, topo, append, memory_mib=memory_mib, initrd=initrd,
+                               qemu=qemu)
     log = log_dir() / f"pseries-{topo.spec().replace(':', '-')}.log"
-    say(f"  {QEMU} -M pseries -cpu {CPU_MODEL} (TCG), topology {topo.name or topo.spec()}: "
-        f"{topo.describe()}")
+    say(f"  {QEMU} -M {TARGET.machine} -cpu {TARGET.cpu} (TCG), topology "
+        f"{topo.name or topo.spec()}: {topo.describe()}")
     start = time.monotonic()
     status = run_in_group(args, log, timeout, "the POWER guest")
     took = time.monotonic() - start
@@ -282,12 +263,11 @@ def run_topology_check(image: Path, topo: topomod.Topology, online: Optional[int
         raise LabError(f"the POWER guest did not report its topology (status "
                        f"{boot.returncode}); last output:\n    {tail}\n  full log: {boot.log}")
     say(f"  boot took {fmt_secs(boot.seconds)} under TCG (console: {boot.log})")
-    from . import vm
-    say(vm.format_view(topo, view, arch="ppc64le"))
+    say(topomod.format_view(topo, view, TARGET.mc_level))
     for line in boot.after.splitlines():
         if DOMAIN_LINE.match(line) or line.startswith("uname: "):
             say(f"  {line}")
-    problems = topomod.check_view(topo, view, online, arch="ppc64le")
+    problems = topomod.check_view(topo, view, online, TARGET.mc_level)
     if problems:
         say("  topology check FAILED:\n    " + "\n    ".join(problems))
         return 3

@@ -4,7 +4,8 @@ Every patch of patches/series: a Signed-off-by, checkpatch.pl --strict,
 new files covered by MAINTAINERS, no new W=1 warnings in the objects it
 touches (with the series' KUnit option on and off), test-only hooks that
 leave the option-off code unchanged; then kernel/sched/ of the tip compiled
-for ppc64le.  check() returns one PatchCheck per patch, report() the text.
+for each cross-compiled boot target (ppc64le).  check() returns one
+PatchCheck per patch, report() the text.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -20,7 +20,8 @@ from typing import Dict, List, Tuple
 from . import build as buildmod
 from .series import ensure_variant, parse_patch, patches_dir, read_series
 from .source import Tree
-from .util import LabError, git, log_dir, run, say, work_dir
+from .targets import TARGETS, BootTarget
+from .util import Finished, LabError, git, log_dir, run, say, work_dir
 
 
 @dataclass
@@ -83,7 +84,7 @@ def objects_for(tree: Path, files: List[str]) -> Tuple[List[str], List[str]]:
     return targets, skipped
 
 
-def checkpatch(tree: Tree, patch: Path) -> subprocess.CompletedProcess:
+def checkpatch(tree: Tree, patch: Path) -> Finished:
     """checkpatch.pl --strict from the tree itself.
 
     FILE_PATH_CHANGES ("does MAINTAINERS need updating?") is answered by
@@ -96,13 +97,12 @@ def checkpatch(tree: Tree, patch: Path) -> subprocess.CompletedProcess:
     # resolve the upstream commits a changelog names; the form of the
     # reference (GIT_COMMIT_ID) is still checked. A real upstream tree
     # checks that the commits exist.
-    if subprocess.run(["git", "-C", str(tree.path), "rev-parse", "-q", "--verify",
-                       f"{tree.base}^"], capture_output=True).returncode != 0:
+    if run(["git", "-C", str(tree.path), "rev-parse", "-q", "--verify", f"{tree.base}^"],
+           capture=True, check=False).returncode != 0:
         ignore.append("UNKNOWN_COMMIT_ID")
-    return subprocess.run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary",
-                           "--terse", "--showfile", "--ignore", ",".join(ignore),
-                           str(patch)], cwd=tree.path, capture_output=True, text=True,
-                          env=venv_env())
+    return run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary", "--terse",
+                "--showfile", "--ignore", ",".join(ignore), str(patch)],
+               cwd=tree.path, capture=True, check=False, env=venv_env())
 
 
 def maintainers_cover(tree: Tree, commit: str, files: List[str]) -> List[str]:
@@ -266,30 +266,37 @@ def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
                                  "code as before the patch")
         results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
     if ppc:
-        results.append(check_ppc64le(tree, tip, log))
+        for target in cross_targets():
+            results.append(check_cross(tree, tip, log, target))
     tree.checkout(tip)
     return results
 
 
-def check_ppc64le(tree: Tree, commit: str, log: Path) -> PatchCheck:
-    """kernel/sched/ of the series tip compiles for ppc64le without warnings."""
-    # A distribution-like config (ppc64le_defconfig), not the lab's small
-    # pseries guest: more of kernel/sched/'s options compiled.
-    arch = dataclasses.replace(buildmod.get_arch("ppc64le"), start="ppc64le_defconfig")
+def cross_targets() -> List[BootTarget]:
+    """The boot targets the series check compiles for besides x86_64 (ppc64le)."""
+    return [t for t in TARGETS.values() if t.cross_compile]
+
+
+def check_cross(tree: Tree, commit: str, log: Path, target: BootTarget) -> PatchCheck:
+    """kernel/sched/ of the series tip compiles for TARGET without warnings."""
+    # A distribution-like config (the arch's check_start, e.g. ppc64le_defconfig),
+    # not the lab's small guest: more of kernel/sched/'s options compiled.
+    arch = dataclasses.replace(target.build, start=target.build.check_start or target.build.start)
+    subject = f"kernel/sched/ compiles for {target.arch}"
     problems: List[str] = []
     notes: List[str] = []
     if not shutil.which(arch.cross_compile + "gcc"):
         problems.append(f"{arch.cross_compile}gcc not found (Debian package "
-                        "gcc-powerpc64le-linux-gnu)")
-        return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
-    bdir = work_dir() / "build" / tree.key / "check-lab-ppc64le"
+                        f"gcc-{arch.cross_compile.rstrip('-')})")
+        return PatchCheck(target.arch, subject, problems, notes)
+    bdir = work_dir() / "build" / tree.key / f"check-lab{target.log_suffix}"
     tree.checkout(commit)
     buildmod.prepare(tree, bdir, "lab", arch, log)
     warnings = buildmod.compile_objects(tree, bdir, ["kernel/sched/"], arch, log, w1=False)
     if warnings:
         problems.append("warnings:\n          " + "\n          ".join(warnings))
-    notes.append(f"kernel/sched/ compiled for ppc64le ({arch.start} + lab fragments)")
-    return PatchCheck("ppc64le", "kernel/sched/ compiles for ppc64le", problems, notes)
+    notes.append(f"kernel/sched/ compiled for {target.arch} ({arch.start} + lab fragments)")
+    return PatchCheck(target.arch, subject, problems, notes)
 
 
 def report(results: List[PatchCheck]) -> Tuple[str, bool]:

@@ -19,7 +19,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +142,10 @@ def download_debian_source() -> tuple[Path, str]:
     return deb, version
 
 
+UNPACK_PIPELINE = ('set -o pipefail; dpkg-deb --fsys-tarfile "$1" | tar -xO "$2" '
+                   '| tar -xJ --strip-components=1 -C "$3"')
+
+
 def unpack_debian_source(deb: Path, version: str, dest: Path) -> None:
     partial = dest.with_name(dest.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -150,17 +153,11 @@ def unpack_debian_source(deb: Path, version: str, dest: Path) -> None:
     say(f"  unpacking {deb.name} into {dest}")
     member = f"./usr/src/{DEBIAN_PACKAGE}.tar.xz"
     try:
-        fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
-                                stdout=subprocess.PIPE)
-        inner = subprocess.Popen(["tar", "-xO", member], stdin=fsys.stdout,
-                                 stdout=subprocess.PIPE)
-        assert fsys.stdout is not None
-        fsys.stdout.close()
-        untar = subprocess.run(["tar", "-xJ", "--strip-components=1", "-C", str(partial)],
-                               stdin=inner.stdout, capture_output=True, text=True)
-        inner.wait()
-        fsys.wait()
-        if untar.returncode != 0 or inner.returncode != 0 or fsys.returncode != 0:
+        # One pipeline, failing when any part fails: the package's data, its
+        # inner tarball, unpacked.
+        untar = run(["bash", "-c", UNPACK_PIPELINE, "bash", str(deb), member, str(partial)],
+                    capture=True, check=False)
+        if untar.returncode != 0:
             err = untar.stderr.strip()[-1000:]
             if "No space left" in err:
                 raise LabError(f"disk full while unpacking into {partial}: free space "

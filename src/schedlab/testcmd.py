@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import deps, kselftest, kunit, kunit_tool, pipeline, series, series_check
+from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series, series_check
 from . import peer_tests as peermod
 from . import soak as soakmod
 from . import stages as stagemod
+from . import targets
 from . import topology as topomod
 from .build import BuildResult
 from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
@@ -59,7 +60,7 @@ class TestRequest:
 
     @property
     def title(self) -> str:
-        if self.arch and self.arch != "x86_64":
+        if targets.get_target(self.arch).arch != targets.DEFAULT_TARGET:
             return f"test --arch {self.arch}"
         return "test --full" if self.full else "test"
 
@@ -116,7 +117,7 @@ def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
     def body(ctx: Dict[str, Any]) -> bool:
         opts = ctx["request"].vm
         topo = topomod.parse_topology(name)
-        return pipeline.boot_check(arch, ctx[key].image, topo, opts) == 0
+        return guests.check_topology(arch, ctx[key].image, topo, opts) == 0
     return body
 
 
@@ -173,7 +174,7 @@ def _power_stages(topologies: Tuple[str, ...], tier: str, kunit_py: bool) -> Lis
 def stages_for(req: TestRequest) -> List[Stage]:
     """The stage records of the tier REQ asks for, in the order they run."""
     setup = [Stage("setup", _setup)]
-    if req.arch and req.arch != "x86_64":
+    if targets.get_target(req.arch).arch != targets.DEFAULT_TARGET:
         return setup + [Stage("fetch", _fetch, ("setup",))] + \
             _power_stages(PPC_TOPOLOGIES, "test", kunit_py=True)
     out = setup + [Stage("lab unit tests (pytest)", _pytest, ("setup",)),

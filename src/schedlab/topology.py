@@ -55,14 +55,14 @@ class Topology:
         per = self.cpus // self.nodes
         return list(range(node * per, (node + 1) * per))
 
-    def expected_domains(self, arch: str = "x86_64") -> List[str]:
+    def expected_domains(self, mc_level: bool = True) -> List[str]:
         """Sched domain names of a CPU after degenerate levels are removed.
 
         SMT spans the core, MC the LLC, PKG all CPUs of a node, NUMA all
         nodes.  QEMU gives an x86 guest one LLC per socket; a pseries guest
-        (ppc64le) has its LLC in the core and no MC level (pseries.py).  A
-        level whose span equals the level below it is removed by the kernel
-        (sd_degenerate/sd_parent_degenerate).
+        has its LLC in the core and no MC level (mc_level: the boot target's,
+        targets.py).  A level whose span equals the level below it is removed
+        by the kernel (sd_degenerate/sd_parent_degenerate).
         """
         names = []
         spans = []  # number of CPUs each level spans
@@ -70,7 +70,7 @@ class Topology:
             names.append("SMT")
             spans.append(self.threads)
         mc = self.cores * self.threads
-        if arch != "ppc64le" and (not spans or mc > spans[-1]):
+        if mc_level and (not spans or mc > spans[-1]):
             names.append("MC")
             spans.append(mc)
         pkg = self.cpus // self.nodes
@@ -220,8 +220,9 @@ def parse_guest_report(text: str) -> GuestView:
 
 
 def check_view(topo: Topology, view: GuestView, online: Optional[int] = None,
-               arch: str = "x86_64") -> List[str]:
-    """Differences between the guest's view and the topology; empty when they agree."""
+               mc_level: bool = True) -> List[str]:
+    """Differences between the guest's view and the topology; empty when they
+    agree (mc_level: whether the boot target's guests have an MC level)."""
     problems = []
     want_online = topo.cpus if online is None else min(online, topo.cpus)
     if view.nproc != want_online:
@@ -263,7 +264,7 @@ def check_view(topo: Topology, view: GuestView, online: Optional[int] = None,
             if nodes.get(node) != want:
                 problems.append(f"node{node}: cpus {nodes.get(node)}, expected {want}")
     if want_online == topo.cpus:
-        want_doms = topo.expected_domains(arch)
+        want_doms = topo.expected_domains(mc_level)
         if not view.domains:
             problems.append("no sched domains in /sys/kernel/debug/sched/domains/cpu0")
         elif view.domains != want_doms:
@@ -283,3 +284,18 @@ def format_cpulist(cpus: List[int]) -> str:
         out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
         i = j + 1
     return ",".join(out)
+
+
+def format_view(topo: Topology, view: GuestView, mc_level: bool = True) -> str:
+    """What the guest reports, and what the topology expects, for the user."""
+    lines = [f"  guest: {view.nproc} CPUs online of {len(view.possible)} possible, "
+             f"{len(view.nodes)} NUMA node(s), cpu0 domains: {' '.join(view.domains) or '-'}"]
+    sib_lists = sorted({sib for sib, _c, _p in view.cpus.values()})
+    shown = ", ".join("{" + ",".join(map(str, s)) + "}" for s in sib_lists[:8])
+    more = f" ... ({len(sib_lists)} cores)" if len(sib_lists) > 8 else ""
+    lines.append(f"  SMT sibling sets: {shown}{more}")
+    for node, cpus in sorted(view.nodes.items()):
+        lines.append(f"  node{node}: {format_cpulist(cpus)}")
+    lines.append(f"  expected: {topo.describe()}, domains "
+                 f"{' '.join(topo.expected_domains(mc_level))}")
+    return "\n".join(lines)

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
-import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, List, Mapping, Optional, Sequence
 
-# The lab's one process runner (procs.py); vm.py imports it from here.
-from .procs import run_logged
+from . import procs
+# Re-exported: the lab's error, and the one process runner's (procs.py).
+from .errors import LabError  # noqa: F401
+from .procs import Finished, fmt_secs, run_logged  # noqa: F401
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -58,10 +58,6 @@ def repo_dir() -> Path:
                    f"{here}: run it in a schedlab checkout or pass --repo DIR")
 
 
-class LabError(Exception):
-    """An error the user can act on; printed without a traceback."""
-
-
 def work_dir() -> Path:
     """The ignored folder that holds trees, builds and logs of this checkout."""
     env = os.environ.get("SCHEDLAB_WORK")
@@ -78,13 +74,6 @@ def log_dir() -> Path:
     d = work_dir() / "logs"
     d.mkdir(parents=True, exist_ok=True)
     return d
-
-
-def fmt_secs(secs: float) -> str:
-    secs = int(round(secs))
-    if secs < 60:
-        return f"{secs}s"
-    return f"{secs // 60}m{secs % 60:02d}s"
 
 
 def say(msg: str) -> None:
@@ -124,54 +113,29 @@ class Stages:
         return "\n".join(lines)
 
 
-def run(
-    cmd: Sequence[str],
-    *,
-    cwd: Optional[Path] = None,
-    env: Optional[Mapping[str, str]] = None,
-    check: bool = True,
-    capture: bool = False,
-    log: Optional[Path] = None,
-    input: Optional[str] = None,
-) -> subprocess.CompletedProcess:
-    """Run a command; with log= its output goes to that file (appended)."""
+def run(cmd: Sequence[str], *, cwd: Optional[Path] = None,
+        env: Optional[Mapping[str, str]] = None, check: bool = True, capture: bool = False,
+        log: Optional[Path] = None, input: Optional[str] = None,
+        timeout: Optional[float] = None) -> Finished:
+    """procs.run() with env added to this process's environment; with log= the
+    output goes to that file (appended).  check: a failure is a LabError."""
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    kwargs: dict = dict(cwd=cwd, env=full_env, text=True, input=input)
-    proc: subprocess.CompletedProcess
-    if log is not None:
-        done = run_logged(cmd, log, cwd=cwd, env=full_env, append=True, input=input)
-        proc = subprocess.CompletedProcess(list(cmd), done.returncode)
-    elif capture:
-        proc = subprocess.run(cmd, capture_output=True, **kwargs)
-    else:
-        proc = subprocess.run(cmd, **kwargs)
-    if check and proc.returncode != 0:
-        where = f" (log: {log})" if log else ""
-        detail = ""
-        if capture and proc.stderr:
-            detail = "\n" + proc.stderr.strip()[-2000:]
-        raise LabError(f"command failed with status {proc.returncode}{where}: "
-                       f"{shlex.join(cmd)}{detail}")
-    return proc
+    return procs.run(cmd, cwd=cwd, env=full_env, check=check, capture=capture, log=log,
+                     append=True, input=input, timeout=timeout)
 
 
 def git(tree: Path, *args: str, check: bool = True) -> str:
-    proc = run(["git", "-C", str(tree), *args], capture=True, check=check)
-    return proc.stdout.strip()
+    return run(["git", "-C", str(tree), *args], capture=True, check=check).stdout.strip()
 
 
 def run_in_group(cmd: List[str], log: Path, timeout: float, what: str,
                  cwd: Optional[Path] = None, env: Optional[dict] = None) -> int:
-    """Run cmd in a session of its own with its output in log (the command line
-    first); the whole group is stopped on return, timeout or Ctrl-C. Returns
+    """procs.run() with its output in log (the command line first); returns
     the exit status; a timeout is a LabError naming what and the log."""
-    done = run_logged(cmd, log, timeout=timeout, cwd=cwd, env=env)
-    if done.timed_out:
-        raise LabError(f"{what} did not finish within {fmt_secs(timeout)} and was "
-                       f"stopped (log: {log})")
-    return done.returncode
+    return procs.run(cmd, log=log, timeout=timeout, cwd=cwd, env=env, timeout_error=True,
+                     what=what).returncode
 
 
 def is_disk_full(exc: BaseException) -> bool:

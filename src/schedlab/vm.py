@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Sequence
 
 from . import topology as topomod
 from .deps import ensure_venv, venv_bin
-from .util import LabError, fmt_secs, log_dir, run_logged, say, work_dir
+from .util import LabError, eprint, fmt_secs, log_dir, package_file, run_logged, say, work_dir
 
 KVM_PROBE_TIMEOUT = 40
+# Ends the topology probe's report in the console (guest/vm-command.sh).
+CHECK_MARK = "@@schedlab-topology-end@@"
 # Accelerators a boot can ask for: auto is KVM where it works, else TCG.
 ACCELS = ("auto", "icount")
 ICOUNT_OPTS = "-icount shift=0,sleep=off"
@@ -160,15 +164,39 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
     return res
 
 
-def format_view(topo: topomod.Topology, view: topomod.GuestView, arch: str = "x86_64") -> str:
-    lines = [f"  guest: {view.nproc} CPUs online of {len(view.possible)} possible, "
-             f"{len(view.nodes)} NUMA node(s), cpu0 domains: {' '.join(view.domains) or '-'}"]
-    sib_lists = sorted({sib for sib, _c, _p in view.cpus.values()})
-    shown = ", ".join("{" + ",".join(map(str, s)) + "}" for s in sib_lists[:8])
-    more = f" ... ({len(sib_lists)} cores)" if len(sib_lists) > 8 else ""
-    lines.append(f"  SMT sibling sets: {shown}{more}")
-    for node, cpus in sorted(view.nodes.items()):
-        lines.append(f"  node{node}: {topomod.format_cpulist(cpus)}")
-    lines.append(f"  expected: {topo.describe()}, domains "
-                 f"{' '.join(topo.expected_domains(arch))}")
-    return "\n".join(lines)
+def boot_and_check(image: Path, topo: topomod.Topology, command: Sequence[str] = ("nproc",),
+                   *, online: Optional[int] = None, memory_mib: int = 2048,
+                   kernel_args: Sequence[str] = (), timeout: float = 900, verbose: bool = False,
+                   rwdirs: Sequence[Path] = (), icount: bool = False,
+                   no_check: bool = False) -> int:
+    """Boot once: the topology probe and its check (unless no_check), then
+    COMMAND, whose output is printed; its status, or 3 when the check failed."""
+    user = shlex.join(command) if command else "true"
+
+    def run(cmd: str) -> VmResult:
+        return boot(image, topo, cmd, online=online, memory_mib=memory_mib,
+                    kernel_args=kernel_args, timeout=timeout, verbose=verbose, rwdirs=rwdirs,
+                    icount=icount)
+    if no_check:
+        res = run(user)
+        sys.stdout.write(res.output)
+        return res.returncode
+    res = run(shlex.join(["bash", str(package_file("guest/vm-command.sh")),
+                          str(topomod.guest_probe()), CHECK_MARK, user]))
+    report, sep, rest = res.output.partition(CHECK_MARK + "\n")
+    if not sep:
+        report, rest = res.output, ""
+    sys.stdout.write(rest)
+    view = topomod.parse_guest_report(report)
+    if not sep or view.nproc == 0:
+        tail = "\n    ".join(res.output.strip().splitlines()[-30:])
+        raise LabError(f"the guest did not report its topology (status {res.returncode}); "
+                       f"last output:\n    {tail}\n  full log: {log_dir() / 'vm.log'}")
+    problems = topomod.check_view(topo, view, online)
+    say(f"  boot and command took {res.seconds:.1f}s under {res.accel}")
+    say(topomod.format_view(topo, view))
+    if problems:
+        eprint("topology check FAILED:\n  " + "\n  ".join(problems))
+        return 3
+    say(f"  topology check passed ({topo.name or topo.spec()})")
+    return res.returncode

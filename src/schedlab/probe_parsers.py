@@ -1,0 +1,240 @@
+"""The probes' parsers: what a probe's bpftrace maps (and the latency tool's
+histogram) become as metrics.
+
+Each function here fills Parsed.metrics (and histograms, problems) for one
+probe of the registry (probes.py); the raw formats are read by parsers.py.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, FrozenSet, List, Optional, Tuple
+
+from . import lbphase, parsers
+from .bpfgen import IDLE_KEYS
+from .parsers import Metric
+
+
+@dataclass
+class Parsed:
+    """What a probe's parser gets and gives."""
+    maps: Dict[str, float]
+    seconds: float
+    probe_out: str
+    latency_out: str = ""
+    latency_tool: str = "none"
+    overhead: Optional[float] = None      # the cost probes' own instructions per call
+    core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
+    schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
+    metrics: Dict[str, Metric] = field(default_factory=dict)
+    histograms: Dict[str, dict] = field(default_factory=dict)
+    problems: List[str] = field(default_factory=list)
+
+    def count(self, name: str, key: str, unit: str) -> float:
+        """A count map as a metric and, with a duration, as a rate."""
+        value = self.maps.get(key, 0.0)   # bpftrace prints nothing for a map never written
+        self.metrics[name] = Metric(value, unit, "count", False)
+        if self.seconds > 0:
+            self.metrics[name + " per s"] = Metric(value / self.seconds, unit + "/s",
+                                                   "count", False)
+        return value
+
+
+def swb(p: Parsed) -> None:
+    calls = p.count("should_we_balance calls", "swb_calls", "calls")
+    p.count("idle_cpu probes in should_we_balance", "swb_idle_probes", "probes")
+    if calls:
+        p.metrics["idle_cpu probes per should_we_balance call"] = Metric(
+            p.maps.get("swb_idle_probes", 0.0) / calls, "probes", "count", False)
+    hist = parsers.bpftrace_hist(p.probe_out).get("swb_ns")
+    n = sum(c for _, _, c in hist) if hist else 0
+    if "swb_ns_sum" in p.maps and calls and n:
+        p.metrics["should_we_balance mean time (bpftrace)"] = Metric(
+            p.maps["swb_ns_sum"] / n, "ns", "time", False)
+
+
+def lb(p: Parsed) -> None:
+    for idx, itype in enumerate(parsers.IDLE_TYPES):
+        p.count(f"sched_balance_rq {itype} calls", f"lb_calls[{idx}]", "calls")
+    for idx, itype in enumerate(parsers.IDLE_TYPES):
+        # A map key never written is not printed: no call, no time.
+        calls, total = p.maps.get(f"lb_calls[{idx}]"), p.maps.get(f"lb_ns_sum[{idx}]", 0.0)
+        p.metrics[f"sched_balance_rq {itype} total time"] = Metric(total, "ns", "time", False)
+        if calls:
+            p.metrics[f"sched_balance_rq {itype} mean time"] = Metric(total / calls, "ns",
+                                                                     "time", False)
+
+
+def migrate(p: Parsed) -> None:
+    """All migrations, and by direction: per the lowest domain of the source
+    CPU whose span holds the destination (SMT: to a sibling thread; the top
+    level: across its groups), as a rate and as a share of all."""
+    total = p.count("migrations", "migrations", "events")
+    spans = lbphase.parse_spans(p.schedstat)
+    if not spans:       # no /proc/schedstat (a host kernel without SCHEDSTATS)
+        return
+    pair = re.compile(r"^mig_pair\[(\d+), (\d+)\]$")
+    by_level: Dict[str, float] = {}
+    for key, value in p.maps.items():
+        m = pair.match(key)
+        if m:
+            name = lowest_shared_domain(spans, int(m.group(1)), int(m.group(2)))
+            by_level[name] = by_level.get(name, 0.0) + value
+    for name, n in sorted(by_level.items()):
+        if p.seconds > 0:
+            p.metrics[f"migrations per s, lowest shared domain ({name})"] = Metric(
+                n / p.seconds, "events/s", "count", False)
+        if total:
+            p.metrics[f"migrations share, lowest shared domain ({name})"] = Metric(
+                100.0 * n / total, "%", "count", False)
+
+
+def lowest_shared_domain(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]], src: int,
+                         dst: int) -> str:
+    """The name of src's lowest domain whose span holds dst ('none' without one:
+    a CPU offline when /proc/schedstat was read)."""
+    for name, span in spans.get(src, []):
+        if dst in span:
+            return name
+    return "none"
+
+
+def avgidle(p: Parsed) -> None:
+    n = p.maps.get("ai_n", 0.0)
+    p.metrics["idle periods ended"] = Metric(n, "events", "count", False)
+    if n:
+        p.metrics["avg_idle at newidle mean"] = Metric(p.maps.get("ai_sum", 0.0) / n / 1000,
+                                                       "us", "count", False)
+        p.metrics["avg_idle at newidle below 500 us"] = Metric(
+            100.0 * p.maps.get("ai_lt500", 0.0) / n, "%", "count", False)
+
+
+def latency(p: Parsed) -> None:
+    if p.latency_tool in ("bcc", "libbpf"):
+        lat = parsers.funclatency(p.latency_out)
+        if not lat.buckets:
+            p.problems.append(f"no histogram from {p.latency_tool} funclatency")
+            return
+        p.histograms["should_we_balance"] = {"tool": p.latency_tool, "unit": lat.unit,
+                                             "buckets": lat.buckets}
+        mean = lat.avg if lat.avg is not None else parsers.hist_mean(lat.buckets)
+        p.metrics["should_we_balance mean time (funclatency)"] = Metric(
+            mean * parsers.UNIT_NS.get(lat.unit, 1), "ns", "time", False)
+        return
+    hist = parsers.bpftrace_hist(p.probe_out).get("swb_ns")
+    if hist:
+        p.histograms["should_we_balance"] = {"tool": "bpftrace", "unit": "nsecs",
+                                             "buckets": hist}
+
+
+def cost(p: Parsed, func: str, prefix: str, nargs: int, step: int, top: str,
+         paths: Optional[Dict[str, str]] = None, key_tag: str = "",
+         by_idle: bool = False) -> None:
+    """Per sched domain (or per path), over the calls up to the histogram's top:
+    the median and the mean instructions per call, less the probe's own (the
+    calibrated overhead, plus one per argument beyond the calibration function's
+    one); the calls, those over the top, and those lost to nesting (with paths,
+    a call is keyed when it returns: the lost ones are counted only in total)."""
+    hists = parsers.bpftrace_value_counts(p.probe_out, f"{prefix}_d", step)
+    names = parsers.bpftrace_string_maps(p.probe_out).get(f"{prefix}_name", {})
+    if p.overhead is None:
+        p.problems.append(f"{func}: no calibrated overhead: instructions per call not given")
+    over = (p.overhead or 0.0) + (nargs - 1)
+    if paths:
+        keyed = {k[k.index("[") + 1:-1] for k in p.maps
+                 if k.startswith((f"{prefix}_n[", f"{prefix}_long["))}
+        calls = sum(v for k, v in p.maps.items() if k.startswith(f"{prefix}_calls["))
+        done = sum(v for k, v in p.maps.items()
+                   if k.startswith((f"{prefix}_n[", f"{prefix}_long[")))
+        p.metrics[f"{func} calls"] = Metric(calls, "calls", "count", False)
+        p.metrics[f"{func} calls lost to nesting"] = Metric(calls - done, "calls", "count",
+                                                            False)
+        names = {k: paths.get(k, "path " + k) for k in keyed}
+    else:
+        keyed = {k[k.index("[") + 1:-1] for k in p.maps if k.startswith(f"{prefix}_calls[")}
+        if key_tag:
+            names = {k: f"{key_tag} {k}" for k in keyed}
+        elif by_idle:
+            names = {k: f"{names.get(k, 'level ' + str(int(k) // IDLE_KEYS))}, "
+                        f"{idle_name(int(k) % IDLE_KEYS)}" for k in keyed}
+    for key in sorted(keyed, key=int):
+        tag = f" ({names.get(key, 'level ' + key)})" if names else ""
+        n, long_ = p.maps.get(f"{prefix}_n[{key}]", 0.0), p.maps.get(f"{prefix}_long[{key}]", 0.0)
+        calls = n + long_ if paths else p.maps[f"{prefix}_calls[{key}]"]
+        buckets = hists.get(key, [])
+        p.metrics[f"{func} calls{tag}"] = Metric(calls, "calls", "count", False)
+        p.metrics[top + tag] = Metric(long_, "calls", "count", False)
+        if not paths:
+            p.metrics[f"{func} calls lost to nesting{tag}"] = Metric(calls - n - long_, "calls",
+                                                                       "count", False)
+        median = parsers.hist_median(buckets)
+        if not n or median is None or p.overhead is None:
+            continue
+        p.metrics[f"{func} instructions per call, median{tag}"] = Metric(
+            median - over, "instructions", "count", False)
+        p.metrics[f"{func} instructions per call, mean{tag}"] = Metric(
+            parsers.hist_mean(buckets) - over, "instructions", "count", False)
+
+
+def idle_name(idle: int) -> str:
+    return parsers.IDLE_TYPES[idle] if idle < len(parsers.IDLE_TYPES) else f"idle type {idle}"
+
+
+def lb_phase(p: Parsed) -> None:
+    events = lbphase.parse_events(p.probe_out)
+    spans = lbphase.parse_spans(p.schedstat)
+    if p.maps.get("lbp_n") and len(events) < p.maps["lbp_n"]:
+        p.problems.append(f"lb-phase: {len(events)} events of {p.maps['lbp_n']:.0f} balances "
+                          "(a full map, or two on one CPU in one ns)")
+    if events and not spans:
+        p.problems.append("lb-phase: no domain spans in /proc/schedstat")
+    for name, s in lbphase.replay(events, spans).items():
+        p.metrics[f"busy balances computing group statistics ({name})"] = Metric(
+            s.balances, "calls", "count", False)
+        if not s.reads or name == next(iter(lbphase.level_names(spans)), name):
+            continue
+        p.metrics[f"busy balances with a same-pass child balance ({name})"] = Metric(
+            100.0 * s.same_pass / s.balances, "%", "count", True)
+        for w, c, m in zip(lbphase.WINDOWS_MS, s.child, s.wom):
+            p.metrics[f"group reads fresh from child totals, {w} ms ({name})"] = Metric(
+                100.0 * c / s.reads, "%", "count", True)
+            p.metrics[f"group reads fresh with write on miss, {w} ms ({name})"] = Metric(
+                100.0 * m / s.reads, "%", "count", True)
+
+
+def lb_reads(p: Parsed) -> None:
+    """Runqueue reads per balance that computed group statistics, by domain and
+    idle type."""
+    keyed = re.compile(r"^lbr_(calls|reads)\[(\S+), (\d)\]$")
+    counts: Dict[Tuple[str, int], Dict[str, float]] = {}
+    for key, value in p.maps.items():
+        m = keyed.match(key)
+        if m:
+            counts.setdefault((m.group(2), int(m.group(3))), {})[m.group(1)] = value
+    for (name, idle), c in sorted(counts.items()):
+        if idle >= len(parsers.IDLE_TYPES) or not c.get("calls"):
+            continue
+        itype = parsers.IDLE_TYPES[idle]
+        p.metrics[f"group statistics computed, {itype} ({name})"] = Metric(
+            c["calls"], "calls", "count", False)
+        p.metrics[f"runqueue reads per {itype} balance ({name})"] = Metric(
+            c.get("reads", 0.0) / c["calls"], "reads", "count", False)
+
+
+def pairs(p: Parsed, func: str, prefix: str) -> None:
+    """The share of calls whose entry key (a CPU) and the calling CPU are the
+    same CPU, two threads of one core, or on different cores (the guest's
+    sibling lists, cores.txt, say which)."""
+    pairs = parsers.bpftrace_pairs(p.probe_out, f"{prefix}_pair")
+    total = sum(pairs.values())
+    if not total or not p.core_of:
+        return
+    where = {"same cpu": 0, "same core": 0, "other core": 0}
+    for (a, b), n in pairs.items():
+        key = ("same cpu" if a == b else "same core" if p.core_of.get(a, -1) ==
+               p.core_of.get(b, -2) else "other core")
+        where[key] += n
+    for key, n in where.items():
+        p.metrics[f"{func} calls, previous cpu and waker's cpu: {key}"] = Metric(
+            100.0 * n / total, "%", "count", False)
