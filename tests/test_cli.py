@@ -83,6 +83,7 @@ BAD_INPUT = [
     (["measure", "--label", "x", "--knob", "newidle cost=1"], "expected NAME=VALUE"),
     (["measure", "--label", "../x"], "label '../x'"),
     (["measure", "--label", "x", "-t", "smt9"], "unknown topology"),
+    (["measure", "--label", "x", "--vm", "--host"], "not allowed with"),
     (["ab", "-t", "smt9"], "unknown topology"),
     (["ab", "--probe", "nope"], "unknown probe"),
     (["ab", "--plan", "nope"], "unknown workload"),

@@ -1,6 +1,7 @@
 """compare: refusal of mixed settings, statistics per metric, table text."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,131 @@ def test_sweep_table_one_row_per_workload_and_arm():
     # Incomplete runs do not count; a zero mean prints as 0.
     assert "| stress-100 | never | 98.0 (0.0) | stress-ng cpu bogo-ops/s: 510.0 (0.0) " \
            "ops/s | 0 (0.0) | 0 (0.0) |" in lines
+
+
+# The metrics of the default plan's probes (swb, lb, migrate, latency), with
+# the direction and kind the records give them.
+DEFAULT_METRICS = {
+    "idle_cpu probes per should_we_balance call": ("probes", "count", False),
+    "idle_cpu probes in should_we_balance per s": ("probes/s", "count", False),
+    "should_we_balance calls per s": ("calls/s", "count", False),
+    "sched_balance_rq newidle calls per s": ("calls/s", "count", False),
+    "sched_balance_rq busy calls per s": ("calls/s", "count", False),
+    "sched_balance_rq newidle total time": ("ns", "time", False),
+    "should_we_balance mean time (funclatency)": ("ns", "time", False),
+    "migrations per s": ("events/s", "count", False),
+    "cpu busy": ("%", "time", False),
+}
+RESULTS = {"stress-100": ("stress-ng cpu bogo-ops/s", "ops/s", "rate", True),
+           "stress-50": ("stress-ng cpu bogo-ops/s", "ops/s", "rate", True),
+           "hackbench-process": ("hackbench time", "s", "time", False)}
+
+
+def default_plan_runs(folder, scale, accel="tcg-single"):
+    """Three runs of each default workload with every default metric; the
+    patched side (SCALE != 1) changes the idle-state probes per call only."""
+    folder.mkdir()
+    for w, (result, unit, kind, hib) in RESULTS.items():
+        for i in range(3):
+            metrics = {name: {"value": 100.0 + i, "unit": u, "kind": k, "higher_is_better": h}
+                       for name, (u, k, h) in DEFAULT_METRICS.items()}
+            metrics["idle_cpu probes per should_we_balance call"]["value"] = (2.0 + i / 100) \
+                * scale
+            metrics[result] = {"value": 50.0 + i, "unit": unit, "kind": kind,
+                               "higher_is_better": hib}
+            run = {"label": folder.name, "workload": w, "complete": True, "accel": accel,
+                   "setting": dict(SETTING, accel=accel), "metrics": metrics}
+            (folder / f"run-{w}-{i}.json").write_text(json.dumps(run))
+    return c.load_runs(folder)
+
+
+def test_the_headline_is_ten_rows_at_most_picked_by_meaning(tmp_path):
+    a = default_plan_runs(tmp_path / "base", 1.0)
+    b = default_plan_runs(tmp_path / "patched", 0.7)
+    rs = c.rows(a, b)
+    assert len(rs) == 30
+    shown = c.headline(rs)
+    assert len(shown) == 9 <= c.HEADLINE_MAX
+    # per workload: idle-state probes per call, calls per second, its own result
+    assert [(r.workload, r.metric) for r in shown[:3]] == [
+        ("hackbench-process", "idle_cpu probes per should_we_balance call"),
+        ("hackbench-process", "should_we_balance calls per s"),
+        ("hackbench-process", "hackbench time")]
+    assert {r.metric for r in shown} == {"idle_cpu probes per should_we_balance call",
+                                         "should_we_balance calls per s", "hackbench time",
+                                         "stress-ng cpu bogo-ops/s"}
+    assert c.select(rs, c.HEADLINE) == shown
+    # Each significant change is marked and named under the table.
+    text = c.compare_and_plot(tmp_path / "base", tmp_path / "patched", False, None,
+                              c.HEADLINE)
+    lines = text.splitlines()
+    marked = [ln for ln in lines if ln.rstrip().endswith("*")]
+    assert len(marked) == 3 and all("idle_cpu probes per should_we_balance call" in ln
+                                    for ln in marked)
+    assert ("headline: 9 of 30 metrics (idle-state probes per call, calls per second, "
+            "each workload's result); significant ('*'):") in lines
+    assert "  stress-50 idle_cpu probes per should_we_balance call: +30.0%, better on " \
+           "patched" in lines
+    # The wall-clock times of short functions are left out, and the text says so.
+    assert "funclatency" not in "\n".join(lines[:12])
+    assert "not in it: 6 wall-clock times of short functions under TCG" in text
+    assert "--accel icount" in text
+
+
+def test_full_table_marks_tcg_wallclock_rows(tmp_path):
+    a = default_plan_runs(tmp_path / "base", 1.0)
+    b = default_plan_runs(tmp_path / "patched", 0.7)
+    text = c.table(c.rows(a, b), "base", "patched")
+    marked = [ln for ln in text.splitlines() if "†" in ln and "|" not in ln]
+    assert any("should_we_balance mean time (funclatency) (ns) †" in ln for ln in marked)
+    assert any("sched_balance_rq newidle total time (ns) †" in ln for ln in marked)
+    assert "measures how the host schedules the vCPUs" in text
+    # icount's nanoseconds are instructions: no mark, no note
+    i_a = default_plan_runs(tmp_path / "ib", 1.0, accel="icount")
+    i_b = default_plan_runs(tmp_path / "ip", 0.7, accel="icount")
+    assert "†" not in c.table(c.rows(i_a, i_b), "base", "patched")
+    # the sweep table's newidle balance time column too
+    sweep = c.sweep_table([("base", a), ("patched", b)])
+    assert "newidle balance time (ms) †" in sweep.splitlines()[0]
+    assert "--accel icount" in sweep
+
+
+def test_headline_of_other_probes_and_the_fallback(tmp_path):
+    def row(w, metric, unit="calls"):
+        s = c.stats.summarize([1.0, 2.0])
+        return c.Row(w, metric, unit, s, s, 0.0, False)
+    # lb-reads' per-level reads: the first meaning that has rows
+    rs = [row("stress-100", "runqueue reads per busy balance (MC)"),
+          row("stress-100", "runqueue reads per busy balance (PKG)"),
+          row("stress-100", "group statistics computed, busy (MC)")]
+    assert [r.metric for r in c.headline(rs)] == [
+        "runqueue reads per busy balance (MC)", "runqueue reads per busy balance (PKG)"]
+    # a meaning that does not fit whole is left out, with the ones after it
+    many = [row(f"w{i}", "stress-ng cpu bogo-ops/s") for i in range(8)]
+    many += [row(f"w{i}", "sched_balance_rq newidle calls per s") for i in range(8)]
+    many += [row("w0", "cpu busy", "%")]
+    assert {r.metric for r in c.headline(many)} == {"stress-ng cpu bogo-ops/s"}
+    # nothing any meaning names: the first flagged rows
+    flagged = [row("w", f"busy balances with a same-pass child balance ({d})", "%")
+               for d in ("SMT", "MC")]
+    assert c.headline(flagged + [row("w", "not flagged")]) == flagged[::-1]   # MC, SMT
+
+
+def test_default_plots_go_under_work(tmp_path, monkeypatch):
+    from schedlab import results as resmod
+    monkeypatch.setattr(resmod, "work_dir", lambda: tmp_path / "work")
+    assert c.default_plots(Path("/x/docs/results/data/a"), Path("b")) == \
+        tmp_path / "work/results/a-vs-b-plots"
+
+
+def test_every_headline_meaning_names_metrics_the_records_make():
+    import re as _re
+
+    from schedlab import probes as probemod
+    from schedlab import workloads as workmod
+    names = [m.name for m in probemod.catalogue()] + [
+        r for w in workmod.all_results() for r in w.results]
+    names += [f"{m.name} (MC)" for m in probemod.catalogue() if m.per_domain]
+    for m in c.HEADLINE_MEANINGS:
+        hits = [n for n in names if _re.search(m.pattern, n)]
+        assert hits and all(_re.match(c.HEADLINE, n) for n in hits), m

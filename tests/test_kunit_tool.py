@@ -108,7 +108,7 @@ def test_run_readme_command_hides_broken_kvm(monkeypatch, tmp_path, capsys):
     assert seen["build"] == tmp_path / "build" / "debian-7.3" / "kunit-tool"
     assert seen["env"]["KBUILD_BUILD_USER"] == "schedlab"
     out = capsys.readouterr().out.splitlines()
-    assert out == ["  KVM: not usable (KVM hangs); /dev/kvm hidden from qemu (README: TCG "
+    assert out == ["  KVM: not usable (KVM hangs); /dev/kvm hidden from qemu (docs/kunit.md: TCG "
                    "fallback)",
                    "  kunit.py: 52 passed, 0 failed, 1 skipped",
                    f"  kunit.py: ok in 61s, build and boot included (log: "

@@ -42,3 +42,21 @@ def test_write_plots_makes_pngs(tmp_path):
     assert names == ["counts.png", "latency-stress-100.png"]
     for f in files:
         assert f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_times_under_tcg_carry_the_wall_clock_note(tmp_path):
+    def side(folder, values, accel):
+        folder.mkdir()
+        for i, v in enumerate(values):
+            run = {"workload": "stress-100", "complete": True, "accel": accel,
+                   "setting": SETTING, "metrics": {"sched_balance_rq newidle mean time": {
+                       "value": v, "unit": "ns", "kind": "time", "higher_is_better": False}}}
+            (folder / f"run-stress-100-{i}.json").write_text(json.dumps(run))
+        return c.load_runs(folder)
+    a = side(tmp_path / "a", [1e5, 2e5], "tcg-single")
+    b = side(tmp_path / "b", [1e5, 3e5], "tcg-single")
+    assert plots.plot_data(a, b, c.rows(a, b), "a", "b")["wallclock"]
+    (png,) = plots.write_plots(a, b, c.rows(a, b), "a", "b", tmp_path / "plots")
+    assert png.name == "times.png" and png.read_bytes()[:4] == b"\x89PNG"
+    i = side(tmp_path / "i", [1e5, 2e5], "icount")
+    assert not plots.plot_data(i, i, c.rows(i, i), "a", "b")["wallclock"]

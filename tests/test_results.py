@@ -1,6 +1,7 @@
 """Run parsing, collecting, re-parsing, checking and merging (no boot)."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from schedlab import results as resmod
 from schedlab import workloads as workmod
+from schedlab.util import LabError
 
 DATA = Path(__file__).parent / "data" / "tools"
 REPO = Path(__file__).resolve().parents[1]
@@ -194,10 +196,66 @@ def test_scratch_labels_go_under_work(tmp_path, monkeypatch):
     assert resmod.results_dir("swb-smt8").parts[-2:] == ("results", "swb-smt8")
 
 
-@pytest.mark.parametrize("pattern", ["results/*/run-*.json", "results/*/boot-*/run-*.json",
-                                     "results/*/plan.json", "results/*/boot-*/plan.json"])
-def test_committed_results_read_and_write_back_unchanged(pattern):
-    files = sorted(REPO.glob(pattern))
+def test_labels_go_under_work_unless_they_name_a_place(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(resmod, "work_dir", lambda: tmp_path / "work")
+    monkeypatch.setattr(resmod, "repo_dir", lambda: tmp_path / "repo")
+    work, kept, docs = (tmp_path / "work/results", tmp_path / "repo/results",
+                        tmp_path / "repo/docs/results/data")
+    assert resmod.results_dir("ab-smt4-base") == work / "ab-smt4-base"
+    assert resmod.results_dir("ab-smt4-base/boot-1") == work / "ab-smt4-base/boot-1"
+    assert resmod.results_dir("results/ab-smt4") == kept / "ab-smt4"
+    assert resmod.results_dir("docs/results/data/ab-smt4") == docs / "ab-smt4"
+    assert resmod.results_dir("work/results/x") == work / "x"
+    # By label: your own run first, then results/, then the docs' examples.
+    with pytest.raises(LabError, match="no result set 'ab-smt4-base'"):
+        resmod.find("ab-smt4-base")
+    (docs / "ab-smt4-base").mkdir(parents=True)
+    assert resmod.find("ab-smt4-base") == docs / "ab-smt4-base"
+    (kept / "ab-smt4-base").mkdir(parents=True)
+    assert resmod.find("ab-smt4-base") == kept / "ab-smt4-base"
+    (work / "ab-smt4-base").mkdir(parents=True)
+    capsys.readouterr()
+    assert resmod.find("ab-smt4-base") == work / "ab-smt4-base"
+    assert f"also in {kept / 'ab-smt4-base'}, {docs / 'ab-smt4-base'}" in capsys.readouterr().out
+    assert resmod.find("docs/results/data/ab-smt4-base") == docs / "ab-smt4-base"
+    assert resmod.find(str(docs / "ab-smt4-base")) == docs / "ab-smt4-base"
+
+
+def test_the_docs_examples_are_where_the_docs_say(monkeypatch):
+    # Every result folder or file a page of docs/results/ names is there, and
+    # the label-based commands of the pages find theirs (tg-report, compare).
+    monkeypatch.setattr(resmod, "work_dir", lambda: REPO / "no-work-here")
+    monkeypatch.setattr(resmod, "repo_dir", lambda: REPO)
+    pages = sorted((REPO / "docs/results").glob("*.md"))
+    cited = 0
+    for page in pages:
+        text = page.read_text()
+        assert "../../results/" not in text, page
+        for m in re.finditer(r"(?:\(|`)(data/[^)`\s]+|docs/results/data/[^)`\s]+)", text):
+            path = m.group(1)
+            base = page.parent if path.startswith("data/") else REPO
+            alts = [path]
+            while any("{" in a for a in alts):       # {a,b} as the shell has it
+                a = next(a for a in alts if "{" in a)
+                head, rest = a.split("{", 1)
+                inner, tail = rest.split("}", 1)
+                alts.remove(a)
+                alts += [head + x + tail for x in inner.split(",")]
+            for a in alts:
+                a = re.sub(r"ARM|A-vs-B|LABEL|NAME", "*", a.rstrip(".:,"))
+                assert list(base.glob(a)), f"{page.name}: {a}"
+                cited += 1
+        for label in re.findall(r"\./schedlab (?:tg-report|compare) ([A-Za-z0-9-]+)", text):
+            assert resmod.find(label).parent == REPO / "docs/results/data", label
+    assert cited > 50
+
+
+@pytest.mark.parametrize("pattern", ["*/run-*.json", "*/boot-*/run-*.json", "*/plan.json",
+                                     "*/boot-*/plan.json"])
+@pytest.mark.parametrize("place", ["results", "docs/results/data"])
+def test_committed_results_read_and_write_back_unchanged(place, pattern):
+    files = sorted((REPO / place).glob(pattern))
     if not files:
         pytest.skip("no committed results")
     cls = resmod.PlanMeta if pattern.endswith("plan.json") else resmod.Run

@@ -13,7 +13,7 @@ import pytest
 from schedlab import build as buildmod
 from schedlab import stages as stagemod
 from schedlab import testcmd
-from schedlab.stages import Outcome, Stage
+from schedlab.stages import Stage
 from schedlab.util import LabError
 
 

@@ -4,23 +4,42 @@ Arms are a build and the knobs written before its plan; every arm is
 compared with the first, a knob arm also with its build's plain arm.  With
 --boots N the runs are spread over N boots per arm, the arms interleaved
 boot by boot, so that the spread between boots is in every arm's runs and
-the significance rule sees it.  Results of the same plan on the same builds
-are reused.
+the significance rule sees it.
+
+Where: the tables in LABEL/ (default ab-TOPOLOGY), each arm's runs in
+LABEL-ARM/ (and LABEL-ARM/boot-K/ with --boots), all under work/results/
+unless the label names another place (results.py: 'results/NAME' keeps them
+in the checkout on purpose).
+
+Runs resume (resume.py): LABEL/request.json records the request, the
+builds and the boots finished; the same command run again measures only the
+boots missing, in the same interleaved order, and ends with the tables of
+one uninterrupted run; a different request is refused with what differs
+named, unless --fresh.
+
+What it prints: per pair the headline (compare.headline(): at most about
+ten rows picked for what they mean, significant changes marked) and the
+path of the full table.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import compare as comparemod
 from . import deps
 from . import equivalence as eqmod
 from . import measure as measuremod
 from . import plan as planmod
+from . import plots as plotmod
 from . import results as resmod
+from . import resume
+from . import tables as tablemod
 from .plan import Plan
 from .spec import TreeSpec, built, probe_build
 from .util import LabError, Stages, say
@@ -85,25 +104,29 @@ class AbRequest:
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
 
+    def boot_label(self, arm: Arm, boot: int) -> str:
+        """Where boot BOOT of ARM is measured: the arm's folder with one boot,
+        its boot-K/ with several (pooled into the arm's folder after)."""
+        return self.label(arm) if self.boots == 1 else f"{self.label(arm)}/boot-{boot}"
 
-def _reusable(label: str, key: str, plan: Plan, runs: int) -> bool:
-    """Results of the same plan on the same builds, every run complete."""
-    folder = resmod.results_dir(label)
-    try:
-        meta = resmod.read_plan(folder)
-        done = resmod.read_runs(folder)
-    except (OSError, ValueError, LabError):
-        return False
-    return (meta.key == key and meta.plan == plan.names() and meta.runs == runs
-            and len(done) == len(plan.workloads) * runs and all(r.complete for r in done))
+    def record(self) -> Dict[str, Any]:
+        """What resume.py compares when the same command runs again."""
+        return {"tree": {"kernel": self.tree.kernel, "base": self.tree.base},
+                **resume.plan_fields(self.plan),
+                "arms": [[a.name, a.variant, dict(a.knobs)] for a in self.arms],
+                "topology": self.topology, "boots": self.boots, "online": self.online,
+                "arch": self.arch or "x86_64"}
 
 
 def _pinned_latency_tool(plan: Plan, label: str) -> Plan:
     """The same latency tool on every arm: auto's choice depends on how fast
     bcc starts, i.e. on the machine's load at the time."""
-    used = comparemod.setting(comparemod.load_runs(resmod.results_dir(label)), "latency_tool")
+    try:
+        used = tablemod.setting(tablemod.load_runs(resmod.results_dir(label)), "latency_tool")
+    except LabError:
+        return plan
     tool = json.loads(next(iter(used))) if len(used) == 1 else None
-    if tool in planmod.probemod.LATENCY_TOOLS[1:]:
+    if tool in planmod.probemod.LATENCY_TOOLS[1:] and tool != plan.latency_tool:
         say(f"  the next measurements use the latency tool base used: {tool}")
         return plan.with_(latency_tool=tool)
     return plan
@@ -112,28 +135,62 @@ def _pinned_latency_tool(plan: Plan, label: str) -> Plan:
 def run(req: AbRequest, tables_only: bool = False) -> int:
     st = Stages()
     try:
-        if not tables_only:
+        if tables_only:
+            folders = {a.name: resmod.find(req.label(a)) for a in req.arms}
+        else:
             _measure(req, st)
+            folders = {a.name: resmod.results_dir(req.label(a)) for a in req.arms}
         with st.stage("compare"):
-            tables(req.prefix, list(req.arms), {a.name: req.label(a) for a in req.arms})
+            tables(resmod.results_dir(req.prefix), list(req.arms), folders)
     finally:
         say(st.summary())
     return 0
 
 
-def _measure(req: AbRequest, st: Stages) -> None:
-    """Build what the arms need and measure the arms whose results are not there."""
-    plan, arms = req.plan, list(req.arms)
+def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
+    """Setup, the tree and the probe builds the arms need: (tree, {variant: build})."""
     with st.stage("setup"):
         deps.setup()
-        plan.check_tools()
+        req.plan.check_tools()
     with st.stage("fetch"):
         tree = req.tree.resolve()
         say(f"  base: {tree.description}")
     built_by = {}
-    for variant in [v for v in ("base", "patched") if any(a.variant == v for a in arms)]:
+    for variant in [v for v in ("base", "patched") if any(a.variant == v for a in req.arms)]:
         with st.stage(f"build {variant} (probe config + measurement series)"):
             built_by[variant] = built(tree, probe_build(variant, arch=req.arch))
+    return tree, built_by
+
+
+def _complete(folder: Path, key: str, plan: Plan) -> bool:
+    """FOLDER holds one boot of PLAN measured with KEY, every run complete."""
+    try:
+        meta = resmod.read_plan(folder)
+        done = resmod.read_runs(folder)
+    except (OSError, ValueError, LabError):
+        return False
+    return (meta.key == key and meta.plan == plan.names() and meta.runs == plan.runs
+            and len(done) == len(plan.workloads) * plan.runs and all(r.complete for r in done))
+
+
+def _clear(folder: Path) -> None:
+    """An arm's folder emptied of runs, boots and plan (nothing else is touched)."""
+    for f in [*folder.glob("run-*.json"), folder / "plan.json"]:
+        f.unlink(missing_ok=True)
+    for boot in folder.glob("boot-*"):
+        if boot.is_dir():
+            shutil.rmtree(boot)
+
+
+def _measure(req: AbRequest, st: Stages) -> None:
+    """Build what the arms need and measure the boots not finished yet."""
+    plan, arms = req.plan, list(req.arms)
+    out = resmod.results_dir(req.prefix)
+    record = resume.start(out, "ab", req.record(), req.fresh,
+                          [resmod.results_dir(req.label(a)) for a in arms])
+    tree, built_by = _builds(req, st)
+    resume.check_builds(out, record, {v: {"commit": b.commit, "release": b.release}
+                                      for v, b in built_by.items()})
     keys = {a.name: json.dumps([built_by[a.variant].commit, built_by[a.variant].release,
                                 req.topology, plan.seconds, list(plan.probes), plan.attach,
                                 plan.latency_tool, req.online]
@@ -141,62 +198,80 @@ def _measure(req: AbRequest, st: Stages) -> None:
                                + ([req.boots] if req.boots > 1 else [])
                                + ([dict(a.knobs)] if a.knobs else []),
                                sort_keys=True) for a in arms}
-    todo = [a for a in arms if req.fresh or not _reusable(
-        req.label(a), keys[a.name], plan, plan.runs * req.boots)]
-    for a in arms:
-        if a not in todo:
-            say(f"  results/{req.label(a)} already holds this plan on this build: "
-                "reused (--fresh measures again)")
-    if arms[0] not in todo and plan.latency_tool == "auto":
-        plan = _pinned_latency_tool(plan, req.label(arms[0]))
-    for boot in range(req.boots):
-        for arm in todo:
-            label = req.label(arm) if req.boots == 1 else f"{req.label(arm)}/boot-{boot}"
+    if not record.finished:
+        for a in arms:
+            _clear(resmod.results_dir(req.label(a)))
+    units = [(boot, arm) for boot in range(req.boots) for arm in arms]
+    kept = {(arm.name, boot) for boot, arm in units if record.done(arm.name, boot)
+            and _complete(resmod.results_dir(req.boot_label(arm, boot)), keys[arm.name], plan)}
+    lost = [f"{n} boot {b + 1}" for n, b in record.finished if (n, b) not in kept]
+    if lost:
+        say(f"  recorded as finished but not there as such: {', '.join(lost)}: measured again")
+    record.finished = [f for f in record.finished if f in kept]
+    resume.write(out, record)
+    if kept:
+        say(f"  {out}: {len(kept)} of {len(units)} boots of this request already measured: "
+            "going on with the next (--fresh measures them all again)")
+    for boot, arm in units:
+        label = req.boot_label(arm, boot)
+        if (arm.name, boot) not in kept:
             knobs = "".join(f", {k}={v}" for k, v in arm.knobs)
             name = f"measure {arm.name} ({arm.variant}{knobs}) on {req.topology}" + \
                 (f", boot {boot + 1} of {req.boots}" if req.boots > 1 else "")
             with st.stage(name):
-                measuremod.measure_in_vm(tree, built_by[arm.variant], arm.variant, label,
-                                         plan.with_(knobs=arm.knobs), req.topology,
-                                         req.online, req.timeout, keys[arm.name], req.arch)
-            if arm is arms[0] and plan.latency_tool == "auto":
-                plan = _pinned_latency_tool(plan, label)
+                runs = measuremod.measure_in_vm(tree, built_by[arm.variant], arm.variant,
+                                                label, plan.with_(knobs=arm.knobs),
+                                                req.topology, req.online, req.timeout,
+                                                keys[arm.name], req.arch)
+            if runs and all(r.complete for r in runs):
+                record.finish(arm.name, boot)
+                resume.write(out, record)
+            else:
+                say(f"  {arm.name}, boot {boot + 1}: incomplete runs: the same command "
+                    "measures this boot again")
+        if arm is arms[0] and req.plan.latency_tool == "auto":
+            plan = _pinned_latency_tool(plan, label)
     if req.boots > 1:
-        for arm in todo:
+        for arm in arms:
             resmod.merge_boots(resmod.results_dir(req.label(arm)), req.boots, keys[arm.name],
                                req.label(arm))
 
 
-def tables(prefix: str, arms: List[Arm], labels: Dict[str, str]) -> None:
-    """The pairwise tables, plots and the sweep table of an 'ab' run."""
-    out = resmod.results_dir(prefix)
+def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path) -> Tuple[str, Path]:
+    """The tables of one pair into OUT: compare{tag}.txt/.md (every metric),
+    headline{tag}.md, plots{tag}/; returns the headline text and the full
+    table's path."""
+    full = out / f"compare{tag}.txt"
+    full.write_text(comparemod.compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
+                    + "\n")
+    (out / f"compare{tag}.md").write_text(
+        comparemod.compare_and_plot(a_dir, b_dir, True, None) + "\n")
+    (out / f"headline{tag}.md").write_text(
+        comparemod.compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
+    return comparemod.compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE), full
+
+
+def tables(out: Path, arms: List[Arm], folders: Dict[str, Path]) -> None:
+    """The pairwise tables, plots and the sweep table of an 'ab' run, from the
+    arms' result sets FOLDERS, into OUT; prints each pair's headline."""
     out.mkdir(parents=True, exist_ok=True)
     pairs = arm_pairs(arms)
     for a, b in pairs:
         # One pair (base vs patched) keeps the plain names.
         tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"
-        a_dir = resmod.results_dir(labels[a.name])
-        b_dir = resmod.results_dir(labels[b.name])
-        text = comparemod.compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
-        (out / f"compare{tag}.txt").write_text(text + "\n")
-        (out / f"compare{tag}.md").write_text(
-            comparemod.compare_and_plot(a_dir, b_dir, True, None) + "\n")
-        (out / f"headline{tag}.md").write_text(
-            comparemod.compare_and_plot(a_dir, b_dir, True, None, comparemod.HEADLINE) + "\n")
-        say(f"{a.name} vs {b.name}:")
-        say(comparemod.compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE))
-        say(f"  every metric: {out / f'compare{tag}.txt'} (Markdown: compare{tag}.md, "
-            f"headline rows: headline{tag}.md, plots: plots{tag}/)")
+        text, full = _pair_tables(out, tag, folders[a.name], folders[b.name])
+        say(f"{a.name} vs {b.name}, the headline:")
+        say(text)
+        say(f"  every metric: {full} (Markdown: compare{tag}.md, the headline: "
+            f"headline{tag}.md, plots: plots{tag}/)")
     if len(arms) > 2:
-        sets = [(a.name, comparemod.load_runs(resmod.results_dir(labels[a.name])))
-                for a in arms]
+        sets = [(a.name, tablemod.load_runs(folders[a.name])) for a in arms]
         (out / "sweep.md").write_text(comparemod.sweep_table(sets) + "\n")
         (out / "sweep.txt").write_text(comparemod.sweep_table(sets, False) + "\n")
         say(comparemod.sweep_table(sets, False))
         say(f"  sweep table: {out / 'sweep.md'}")
         replica = eqmod.find_replica([(a.name, a.variant, a.knobs) for a in arms])
         shown = [(n, r) for n, r in sets if n != replica]
-        from . import plots as plotmod
         if plotmod.sweep_plot(shown, comparemod.SWEEP_COLUMNS, out / "sweep.png"):
             say(f"  sweep plot: {out / 'sweep.png'}")
         if replica:

@@ -3,9 +3,10 @@
 The two main commands:
   ./schedlab ab      base vs patched in the VM: build both probe kernels, run
                      the measurement plan on a simulated SMT topology, print
-                     the headline table (mean, CV%, significance)
+                     a headline of about ten rows (mean, CV%, significance)
   ./schedlab test    the test command CI runs: unit tests, lint, series check,
-                     build, boots, KUnit, kselftest, a measurement run
+                     build, boots, KUnit, kselftest, measurement runs
+                     (--full: also soak, peer tests, POWER; a record kept)
 
 Also: setup | fetch | presets | series ... | build | vm | kunit | selftest |
 soak | peer-tests | measure | compare | reparse | tg-report | run.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import signal
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 from . import ab as abmod
 from . import build as buildmod
@@ -30,7 +31,7 @@ from . import series
 from . import soak as soakmod
 from . import targets
 from . import topology as topomod
-from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, add_online, add_plan_opts,
+from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, debug_command, add_online, add_plan_opts,
                       add_topology, add_tree_opts, add_vm_opts, build_spec, command,
                       knob_arg, label_arg, plan_request, positive_int, result_set_arg,
                       tree_spec, vm_options)
@@ -190,18 +191,6 @@ def add_selftest(sub: Sub) -> None:
                    "how its counts vary")
 
 
-def debug_command(sub: Sub, name: str, fn: Callable[[argparse.Namespace], int],
-                  text: str, examples: str) -> argparse._ArgumentGroup:
-    """A command that boots the debug kernel: tree options, and --no-build in
-    its own group, which the caller fills."""
-    s = command(sub, name, fn, text, examples)
-    add_tree_opts(s)
-    g = s.add_argument_group(name.replace("-", " "))
-    g.add_argument("--no-build", action="store_true",
-                   help="boot the debug kernel already built, without an incremental build")
-    return g
-
-
 def cmd_soak(args: argparse.Namespace) -> int:
     return 0 if soakmod.run_for(args.topology, args.minutes, args.variant, tree_spec(args),
                                 args.no_build, args.append, args.save) else 1
@@ -247,21 +236,20 @@ def add_peer_tests(sub: Sub) -> None:
 
 
 def cmd_measure(args: argparse.Namespace) -> int:
-    if args.vm and args.host:
-        raise LabError("measure: --vm or --host, not both")
     plan = plan_request(args, args.knob)
     if args.host:
-        runs = measuremod.measure_on_host(args.label, plan, args.variant, args.timeout)
+        runs = measuremod.measure_on_host(args.label, plan, args.variant, args.timeout,
+                                          fresh=args.fresh)
     else:
         runs = measuremod.measure_build(tree_spec(args), args.variant or "patched",
                                         args.label, plan, args.topology, args.online,
-                                        args.timeout, args.arch, args.no_build)
+                                        args.timeout, args.arch, args.no_build, args.fresh)
     return 1 if any(not r.complete for r in runs) else 0
 
 
 def add_measure(sub: Sub) -> None:
     s = command(sub, "measure", cmd_measure, "run a measurement plan, results in "
-                                             "results/LABEL/", """
+                "work/results/LABEL/ (--label results/NAME keeps them in the checkout)", """
 ./schedlab measure --label try -t smt8 --plan stress-100 --probe swb
 ./schedlab measure --label cost -t smt8 --probe swb-cost --accel icount
 ./schedlab measure --host --label mybox --variant patched   # on this machine, as root""")
@@ -269,9 +257,13 @@ def add_measure(sub: Sub) -> None:
     add_plan_opts(s)
     g = s.add_argument_group("where")
     g.add_argument("--label", required=True, type=label_arg)
-    g.add_argument("--vm", action="store_true", help="in the lab VM (the default)")
-    g.add_argument("--host", action="store_true",
-                   help="on this machine, booted into the kernel to measure (needs root)")
+    where = g.add_mutually_exclusive_group()
+    where.add_argument("--vm", action="store_true", help="in the lab VM (the default)")
+    where.add_argument("--host", action="store_true",
+                       help="on this machine, booted into the kernel to measure (needs root)")
+    g.add_argument("--fresh", action="store_true",
+                   help="measure again; a rerun otherwise keeps a finished boot, and a "
+                        "different request is refused")
     g.add_argument("--variant", default=None, choices=VARIANTS,
                    help="with --vm: which build (default patched); with --host: a label "
                         "kept with the results")
@@ -291,10 +283,11 @@ def cmd_reparse(args: argparse.Namespace) -> int:
 
 
 def add_reparse(sub: Sub) -> None:
-    s = command(sub, "reparse", cmd_reparse, "parse the raw outputs of results/LABEL again "
+    s = command(sub, "reparse", cmd_reparse, "parse the raw outputs of a result set (label "
+                "or folder) again "
                                              "(after a parser change; boots pooled again)", """
 ./schedlab reparse ab-smt4-patched
-./schedlab reparse results/icount-smt8-base""")
+./schedlab reparse docs/results/data/icount-smt8-base""")
     s.add_argument("label", type=result_set_arg)
 
 
@@ -302,7 +295,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a_dir, b_dir = resmod.find(args.a), resmod.find(args.b)
     plots = args.plots
     if plots is None and not args.no_plots:
-        plots = b_dir.parent / f"{a_dir.name}-vs-{b_dir.name}-plots"
+        plots = comparemod.default_plots(a_dir, b_dir)
     only = comparemod.HEADLINE if args.headline else args.only
     say(comparemod.compare_and_plot(a_dir, b_dir, args.markdown, plots, only, args.each))
     return 0
@@ -317,7 +310,7 @@ def add_compare(sub: Sub) -> None:
     s.add_argument("b", type=result_set_arg)
     s.add_argument("--markdown", action="store_true")
     s.add_argument("--plots", type=Path, metavar="DIR",
-                   help="where the PNG plots go (default results/A-vs-B-plots)")
+                   help="where the PNG plots go (default work/results/A-vs-B-plots)")
     s.add_argument("--no-plots", action="store_true")
     s.add_argument("--each", action="store_true",
                    help="also every run's value, in run order (one per boot of an 'ab' arm)")
@@ -335,7 +328,7 @@ def cmd_tg_report(args: argparse.Namespace) -> int:
 def add_tg_report(sub: Sub) -> None:
     s = command(sub, "tg-report", cmd_tg_report,
                 "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
-                "workloads in results/LABEL", """
+                "workloads of a result set (label or folder)", """
 ./schedlab tg-report tg-scan-smt4-base
 ./schedlab tg-report tg-scan-smt8-base --markdown""")
     s.add_argument("label", type=result_set_arg)
@@ -359,9 +352,11 @@ def add_ab(sub: Sub) -> None:
     add_tree_opts(s)
     add_plan_opts(s)
     g = s.add_argument_group("comparison")
-    g.add_argument("--label", type=label_arg, help="results prefix (default ab-TOPOLOGY)")
-    g.add_argument("--fresh", action="store_true", help="measure again even when results "
-                                                        "of the same plan and builds exist")
+    g.add_argument("--label", type=label_arg, help="results prefix (default ab-TOPOLOGY, "
+                   "under work/results/; --label results/NAME keeps them in the checkout)")
+    g.add_argument("--fresh", action="store_true", help="measure every boot again; a rerun "
+                   "otherwise goes on from the first missing boot, and a different request "
+                   "is refused")
     g.add_argument("--boots", type=positive_int, default=1, metavar="N",
                    help="spread the runs over N boots per arm, the arms interleaved "
                         "(--runs per boot; default 1)")

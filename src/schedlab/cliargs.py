@@ -177,6 +177,18 @@ def plan_request(args: argparse.Namespace, knobs: Optional[List[str]] = None) ->
                              knobs=planmod.parse_knobs(knobs), accel=args.accel)
 
 
+def debug_command(sub: Sub, name: str, fn: Callable[[argparse.Namespace], int],
+                  text: str, examples: str) -> argparse._ArgumentGroup:
+    """A command that boots the debug kernel: tree options, and --no-build in
+    its own group, which the caller fills."""
+    s = command(sub, name, fn, text, examples)
+    add_tree_opts(s)
+    g = s.add_argument_group(name.replace("-", " "))
+    g.add_argument("--no-build", action="store_true",
+                   help="boot the debug kernel already built, without an incremental build")
+    return g
+
+
 def command(sub: Sub, name: str, func: Callable[[argparse.Namespace], int], help: str,
             examples: str = "", **kw) -> argparse.ArgumentParser:
     """A subcommand whose --help ends with a few example lines (as bcc's tools do)."""

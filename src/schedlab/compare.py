@@ -1,64 +1,123 @@
-"""Base-vs-patched comparison tables from results/NAME/ (one JSON per run).
+"""Base-vs-patched comparison tables from a result set's run-*.json.
 
 Sign convention, stated once: 'pct imp' is positive when B is better than
 A, whatever the direction of the metric. Significance: see stats.py.
+
+The full table has every metric both sides have; the headline (what 'ab'
+prints, compare --headline) at most about HEADLINE_MAX rows picked for what
+they mean (HEADLINE_MEANINGS): the should_we_balance() idle-state probes per
+call, its calls per second, each workload's own result; then, while they
+fit, newly idle balances per second and the other probes' key counts. A
+short function's wall-clock time under TCG is never a headline row, and
+wherever a table shows one it is marked (tables.WALLCLOCK_NOTE).
+
+The data structures and text helpers live in tables.py (which plots.py
+uses too); this module imports plots.py, never the other way round.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from . import plots as plotmod
 from . import probes as probemod
+from . import results as resmod
 from . import stats
 from . import workloads as workmod
+from .tables import (WALLCLOCK_MARK, WALLCLOCK_NOTE, Row, by_metric, fmt, load_runs,
+                     names_rx, render_table, rows, setting, short_wallclock, under_tcg)
 from .util import LabError
+
+# Also the names of tables.py other modules have used from here
+# (kunit_report.render_table).
+__all__ = ["COMPARABLE", "HEADLINE", "HEADLINE_MAX", "HEADLINE_MEANINGS", "Row", "by_metric",
+           "check_comparable", "compare_and_plot", "default_plots", "headline",
+           "headline_summary", "load_runs", "render_table", "rows", "select", "setting",
+           "sweep_table", "table"]
 
 # What must be equal for two result sets to be compared.
 COMPARABLE = ("topology", "config", "probe_tool", "latency_tool", "probes", "arch", "seconds",
               "accel")
 
 
-def _names_rx(names, per_domain=()) -> str:
-    alts = [re.escape(n) for n in sorted(set(names))]
-    alts += [re.escape(n) + r"( \(.+\))?" for n in sorted(set(per_domain))]
-    return "^(" + "|".join(alts) + ")$"
+@dataclass(frozen=True)
+class Meaning:
+    """A kind of headline row: what it says, and the metrics that say it."""
+    what: str
+    short: str              # for the line under the table
+    pattern: str            # regular expression on the metric's name
 
 
-# The rows 'ab' prints and the README quotes: the metrics the probe and
-# workload records mark as headline metrics.
-HEADLINE = _names_rx([m.name for m in probemod.catalogue() if m.headline and not m.per_domain]
-                     + [r for w in workmod.all_results() for r in w.results],
-                     [m.name for m in probemod.catalogue() if m.headline and m.per_domain])
+def _meanings() -> Tuple[Meaning, ...]:
+    results = [w.sweep_result for w in workmod.all_results() if w.sweep_result]
+    return (
+        Meaning("idle-state probes (idle_cpu()) per should_we_balance() call",
+                "idle-state probes per call",
+                names_rx(["idle_cpu probes per should_we_balance call"])),
+        Meaning("should_we_balance() calls per second", "calls per second",
+                names_rx(["should_we_balance calls per s"])),
+        Meaning("the workload's own result (throughput, or the time of a fixed amount of work)",
+                "each workload's result", names_rx(results)),
+        Meaning("newly idle balances per second", "newly idle balances per second",
+                names_rx(["sched_balance_rq newidle calls per s"])),
+        Meaning("runqueue reads per busy balance, by level", "runqueue reads per busy balance",
+                names_rx([], ["runqueue reads per busy balance"])),
+        Meaning("instructions per call, median, by level (icount)", "instructions per call",
+                r"^\S+ instructions per call, median( \(.+\))?$"),
+        Meaning("CPU busy", "CPU busy", names_rx([m.name for m in probemod.SYSTEM_METRICS])),
+    )
 
 
-def select(rs: List["Row"], pattern: Optional[str]) -> List["Row"]:
-    """Rows whose metric matches a regular expression (all rows without one)."""
+HEADLINE_MEANINGS = _meanings()
+HEADLINE_MAX = 10
+
+# The metrics the probe and workload records flag as headline metrics: the
+# candidates of the headline.  Given as 'only' (compare --headline), the
+# headline rows: headline() picks them among these.
+HEADLINE = names_rx([m.name for m in probemod.catalogue() if m.headline and not m.per_domain]
+                    + [r for w in workmod.all_results() for r in w.results],
+                    [m.name for m in probemod.catalogue() if m.headline and m.per_domain])
+
+
+def headline(rs: List[Row], limit: int = HEADLINE_MAX) -> List[Row]:
+    """The headline rows of RS, among the flagged ones (HEADLINE):
+    HEADLINE_MEANINGS in order, each with all its rows, while they fit in
+    LIMIT (the first one whatever its size); where no meaning has a row, the
+    first LIMIT flagged rows.  Never a short function's wall-clock time under
+    TCG.  In workload order, then the meanings' order."""
+    flagged = re.compile(HEADLINE)
+    candidates = [r for r in rs if not r.wallclock and flagged.search(r.metric)]
+    rank: Dict[int, int] = {}
+    for i, m in enumerate(HEADLINE_MEANINGS):
+        rx = re.compile(m.pattern)
+        got = [r for r in candidates if id(r) not in rank and rx.search(r.metric)]
+        if not got:
+            continue
+        if rank and len(rank) + len(got) > limit:
+            break
+        rank.update((id(r), i) for r in got)
+    if not rank:
+        rank = {id(r): 0 for r in candidates[:limit]}
+    order = {w: i for i, w in enumerate(dict.fromkeys(r.workload for r in rs))}
+    return sorted((r for r in rs if id(r) in rank),
+                  key=lambda r: (order[r.workload], rank[id(r)], r.metric))
+
+
+def select(rs: List[Row], pattern: Optional[str]) -> List[Row]:
+    """Rows whose metric matches a regular expression (all rows without one);
+    HEADLINE: the headline rows."""
     if not pattern:
         return rs
+    if pattern == HEADLINE:
+        return headline(rs)
     try:
         rx = re.compile(pattern)
     except re.error as exc:
         raise LabError(f"--only: not a regular expression: {pattern!r} ({exc})") from exc
     return [r for r in rs if rx.search(r.metric)]
-
-
-def load_runs(folder: Path) -> List[dict]:
-    if not folder.is_dir():
-        raise LabError(f"no results at {folder}")
-    runs = []
-    for f in sorted(folder.glob("run-*.json")):
-        runs.append(json.loads(f.read_text()))
-    if not runs:
-        raise LabError(f"no run-*.json in {folder}")
-    return runs
-
-
-def setting(runs: List[dict], key: str) -> set:
-    return {json.dumps(r.get("setting", {}).get(key), sort_keys=True) for r in runs}
 
 
 def check_comparable(a: List[dict], b: List[dict]) -> None:
@@ -73,65 +132,6 @@ def check_comparable(a: List[dict], b: List[dict]) -> None:
         raise LabError("refusing to compare runs that differ in:\n  " + "\n  ".join(diffs))
 
 
-@dataclass
-class Row:
-    workload: str
-    metric: str
-    unit: str
-    a: stats.Summary
-    b: stats.Summary
-    imp: float | None
-    sig: bool
-    a_vals: Tuple[float, ...] = ()
-    b_vals: Tuple[float, ...] = ()
-
-
-def by_metric(runs: List[dict]) -> Dict[Tuple[str, str], List[dict]]:
-    """The metrics of the complete runs, keyed by (workload, metric)."""
-    out: Dict[Tuple[str, str], List[dict]] = {}
-    for r in runs:
-        if not r.get("complete", False):
-            continue
-        for name, m in r.get("metrics", {}).items():
-            out.setdefault((r["workload"], name), []).append(m)
-    return out
-
-
-def rows(a: List[dict], b: List[dict]) -> List[Row]:
-    ca, cb = by_metric(a), by_metric(b)
-    out = []
-    for key in sorted(set(ca) & set(cb)):
-        ma, mb = ca[key], cb[key]
-        kind, hib = ma[0]["kind"], ma[0]["higher_is_better"]
-        sa = stats.summarize([m["value"] for m in ma], kind)
-        sb = stats.summarize([m["value"] for m in mb], kind)
-        out.append(Row(key[0], key[1], ma[0]["unit"], sa, sb,
-                       stats.pct_improvement(sa.mean, sb.mean, hib), stats.significant(sa, sb),
-                       tuple(m["value"] for m in ma), tuple(m["value"] for m in mb)))
-    return out
-
-
-def _fmt(x: float) -> str:
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.3f}"
-
-
-def render_table(head: List[str], body: List[List[str]], markdown: bool) -> List[str]:
-    """Rows as Markdown or aligned text; the first two columns are labels."""
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |",
-                 "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
-        return lines + ["| " + " | ".join(row) + " |" for row in body]
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
-    fmt = "  ".join(f"{{:<{w}}}" if i < 2 else f"{{:>{w}}}" for i, w in enumerate(widths))
-    return [fmt.format(*head)] + [fmt.format(*row) for row in body]
-
-
 def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False,
           each: bool = False) -> str:
     """EACH: also every run's value, in run order (boots of an 'ab' arm)."""
@@ -140,15 +140,38 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False,
     body = []
     for r in rs:
         imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
-        body.append([r.workload, f"{r.metric} ({r.unit})", _fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
-                     _fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""]
-                    + ([" ".join(_fmt(x) for x in r.a_vals), " ".join(_fmt(x) for x in r.b_vals)]
+        body.append([r.workload, r.label(), fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
+                     fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""]
+                    + ([" ".join(fmt(x) for x in r.a_vals), " ".join(fmt(x) for x in r.b_vals)]
                        if each else []))
     lines = render_table(head, body, markdown)
     lines.append("")
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
                  f"{stats.SIGNIFICANCE_RULE}.")
+    if any(r.wallclock for r in rs):
+        lines.append(WALLCLOCK_NOTE)
     return "\n".join(lines)
+
+
+def headline_summary(shown: List[Row], every: List[Row], b_name: str) -> str:
+    """The lines under a headline table: what its rows are, what is
+    significant, what was left out."""
+    said = [m.short for m in HEADLINE_MEANINGS
+            if any(re.search(m.pattern, r.metric) for r in shown)]
+    sig = [r for r in shown if r.sig]
+    out = [f"headline: {len(shown)} of {len(every)} metrics"
+           + (f" ({', '.join(said)})" if said else "")
+           + ("; significant ('*'):" if sig else "; no significant change")]
+    for r in sig:
+        change = "" if r.imp is None else \
+            f": {r.imp:+.1f}%, {'better' if r.imp > 0 else 'worse'} on {b_name}"
+        out.append(f"  {r.workload} {r.metric}{change}")
+    left = sum(1 for r in every if r.wallclock)
+    if left:
+        out.append(f"not in it: {left} wall-clock times of short functions under TCG, which "
+                   "measure how the vCPUs are scheduled (`--accel icount` counts their "
+                   "instructions)")
+    return "\n".join(out)
 
 
 def _sweep_columns() -> List[Tuple[str, str]]:
@@ -162,7 +185,7 @@ def _sweep_columns() -> List[Tuple[str, str]]:
     for m in probemod.catalogue():
         if m.sweep:
             cols.setdefault(m.sweep, []).append(m.name)
-    return [(title, _names_rx(names)) for title, names in cols.items()]
+    return [(title, names_rx(names)) for title, names in cols.items()]
 
 
 SWEEP_COLUMNS = tuple(_sweep_columns())
@@ -174,29 +197,34 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
     A summary beside the pairwise tables, which carry the significance.
     """
     data = [(name, by_metric(runs)) for name, runs in arms]
+    tcg = under_tcg(*(runs for _, runs in arms))
     workloads: List[str] = []
     for _, runs in arms:
         for r in runs:
             if r["workload"] not in workloads:
                 workloads.append(r["workload"])
     head = ["workload", "arm"] + [t for t, _ in SWEEP_COLUMNS]
+    marked = set()
     body = []
     for w in workloads:
         for name, c in data:
             row = [w, name]
-            for title, rx in SWEEP_COLUMNS:
+            for i, (title, rx) in enumerate(SWEEP_COLUMNS):
                 keys = [k for k in c if k[0] == w and re.search(rx, k[1])]
                 if not keys:
                     row.append("-")
                     continue
                 ms = c[keys[0]]
+                if tcg and short_wallclock(ms[0]["unit"], ms[0]["kind"]):
+                    marked.add(i + 2)
                 vals = [m["value"] / (1e6 if m["unit"] == "ns" else 1) for m in ms]
                 sm = stats.summarize(vals, ms[0]["kind"])
-                cell = f"{_fmt(sm.mean)} ({sm.cv_pct:.1f})"
+                cell = f"{fmt(sm.mean)} ({sm.cv_pct:.1f})"
                 if title == "result":
                     cell = f"{keys[0][1]}: {cell} {ms[0]['unit']}"
                 row.append(cell)
             body.append(row)
+    head = [f"{t} {WALLCLOCK_MARK}" if i in marked else t for i, t in enumerate(head)]
     # A column no arm has (a probe not in the plan) is left out.
     keep = [i for i in range(len(head)) if i < 2 or any(r[i] != "-" for r in body)]
     head = [head[i] for i in keep]
@@ -205,12 +233,15 @@ def sweep_table(arms: List[Tuple[str, List[dict]]], markdown: bool = True) -> st
     lines.append("")
     lines.append("mean (CV%) over the complete runs of each arm; significance in the "
                  "pairwise tables.")
+    if marked:
+        lines.append(WALLCLOCK_NOTE)
     return "\n".join(lines)
 
 
 def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[Path],
                      only: Optional[str] = None, each: bool = False) -> str:
-    """The table of B against A (rows matching ONLY), and the plots into PLOTS."""
+    """The table of B against A (rows matching ONLY; HEADLINE: the headline
+    rows and what they leave out), and the plots into PLOTS."""
     a, b = load_runs(a_dir), load_runs(b_dir)
     check_comparable(a, b)
     rs = rows(a, b)
@@ -220,8 +251,15 @@ def compare_and_plot(a_dir: Path, b_dir: Path, markdown: bool, plots: Optional[P
     if not shown:
         raise LabError(f"--only {only!r} matches no metric")
     text = table(shown, a_dir.name, b_dir.name, markdown=markdown, each=each)
+    if only == HEADLINE:
+        text += "\n" + headline_summary(shown, rs, b_dir.name)
     if plots:
-        from . import plots as plotmod
         files = plotmod.write_plots(a, b, rs, a_dir.name, b_dir.name, plots)
         text += "\nplots:\n" + "\n".join(f"  {f}" for f in files)
     return text
+
+
+def default_plots(a_dir: Path, b_dir: Path) -> Path:
+    """Where 'compare A B' puts its plots unless told: work/results/A-vs-B-plots
+    (outside the tracked tree, wherever A and B are)."""
+    return resmod.results_dir(f"{a_dir.name}-vs-{b_dir.name}-plots")

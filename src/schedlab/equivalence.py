@@ -28,15 +28,16 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
-from . import compare as comparemod
 from . import probes as probemod
 from . import stats
 from . import workloads as workmod
+from .tables import (WALLCLOCK_MARK, WALLCLOCK_NOTE, by_metric, fmt, names_rx, render_table,
+                     short_wallclock, under_tcg)
 
 # The margin the 'runs needed' column aims at, in percent.
 TARGET_PCT = 10.0
 # What must stay inside the margin: each workload's results and CPU busy time.
-GUARDED = re.compile(comparemod._names_rx(
+GUARDED = re.compile(names_rx(
     [r for w in workmod.all_results() for r in w.results]
     + [m.name for m in probemod.SYSTEM_METRICS]))
 # What the gating is expected to change, shown beside them.
@@ -65,7 +66,7 @@ def _summary(ms: List[dict]) -> stats.Summary:
 
 def margins(a: List[dict], a2: List[dict]) -> Dict[Tuple[str, str], Margin]:
     """The margins of the guarded metrics from the A/A pair A, A2."""
-    ca, cb = comparemod.by_metric(a), comparemod.by_metric(a2)
+    ca, cb = by_metric(a), by_metric(a2)
     out: Dict[Tuple[str, str], Margin] = {}
     for key in sorted(set(ca) & set(cb)):
         if not GUARDED.search(key[1]):
@@ -117,11 +118,13 @@ def table(runs: Dict[str, List[dict]], aa: Tuple[str, str],
     body = [[m.workload, f"{m.metric} ({m.unit})", _pct(m.aa_pct), f"{m.margin_pct:.1f}%",
              str(m.runs_for())] for m in ms.values()]
     lines = [f"A/A: {len(ms)} metrics, {min(m.n for m in ms.values())} runs per arm", ""]
-    lines += comparemod.render_table(head, body, markdown)
+    lines += render_table(head, body, markdown)
+    tcg = under_tcg(*runs.values())
+    marked = False
     for ref, arm in pairs:
         if replica in (ref, arm):
             continue
-        ca, cb = comparemod.by_metric(runs[ref]), comparemod.by_metric(runs[arm])
+        ca, cb = by_metric(runs[ref]), by_metric(runs[arm])
         body = []
         for key in sorted(set(ca) & set(cb)):
             m = ms.get(key)
@@ -132,19 +135,25 @@ def table(runs: Dict[str, List[dict]], aa: Tuple[str, str],
             change = None
             if sa.mean:
                 change = 100.0 * (sb.mean - sa.mean) / abs(sa.mean)
-            body.append([key[0], f"{key[1]} ({ca[key][0]['unit']})",
-                         comparemod._fmt(sa.mean), comparemod._fmt(sb.mean),
+            unit = ca[key][0]["unit"]
+            wallclock = tcg and short_wallclock(unit, ca[key][0]["kind"])
+            marked |= wallclock
+            body.append([key[0], f"{key[1]} ({unit})" + (f" {WALLCLOCK_MARK}" if wallclock
+                                                          else ""),
+                         fmt(sa.mean), fmt(sb.mean),
                          _pct(change), _pct(diff),
                          verdict(diff, m) if m else "-",
                          "*" if stats.significant(sa, sb) else ""])
         if not body:
             continue
         lines += ["", f"{arm} against {ref}:", ""]
-        lines += comparemod.render_table(
+        lines += render_table(
             ["workload", "metric", ref, arm, "change", "pct imp", "margin", "sig"],
             body, markdown)
     lines += ["", "margin: the 95% half-width of a difference of two means at this many "
               "runs, from the A/A pair, in percent of the first arm's mean; 'inside': "
               "|pct imp| at most the margin. pct imp > 0: the second arm better. "
               f"'*': significant, {stats.SIGNIFICANCE_RULE}."]
+    if marked:
+        lines.append(WALLCLOCK_NOTE)
     return "\n".join(lines)

@@ -187,7 +187,7 @@ def run_readme_command(tree_path: Path, tree_key: str, image: Path,
     target = get_target(arch)
     kvm, why = guests.accelerator(target, image)
     say(f"  KVM: {'works' if kvm else 'not usable'} ({why})"
-        + ("" if kvm else "; /dev/kvm hidden from qemu (README: TCG fallback)"))
+        + ("" if kvm else "; /dev/kvm hidden from qemu (docs/kunit.md: TCG fallback)"))
     gcc = target.cross_compile + "gcc"
     env = dict(os.environ, **buildmod.ccache_env())
     # kunit.py runs the target's qemu from PATH: where the lab has one of

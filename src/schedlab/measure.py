@@ -3,7 +3,13 @@
 One boot (or one process group on the host) runs a whole plan with the
 fixed runner guest/run-plan.sh, reading the plan folder plan.py writes and
 writing raw outputs into one folder per run (shared read-write with the host
-when in the VM).  results.py parses them into results/LABEL/run-*.json.
+when in the VM).  results.py parses them into LABEL's folder (work/results/
+LABEL unless the label names another place), run-*.json.
+
+The 'measure' command (measure_build(), measure_on_host()) keeps a record of
+its request beside the results (resume.py): run again with the same request
+after its boot finished, it measures nothing and says so; with another, it
+refuses and names what differs, unless fresh.
 
 Counts (should_we_balance() calls, idle_cpu() probes made inside it,
 sched_balance_rq() calls by idle type, migrations, balance attempts by
@@ -24,6 +30,7 @@ from typing import List, Optional
 from . import icount
 from . import plan as planmod
 from . import results as resmod
+from . import resume
 from . import topology as topomod
 from . import vm
 from .plan import Plan
@@ -183,7 +190,8 @@ def measure_host(label: str, plan: Plan, setting: resmod.Setting, timeout: float
 def measure_in_vm(tree, result, variant: str, label: str, plan: Plan, topology: str,
                   online: Optional[int], timeout: float, key: str = "",
                   arch: Optional[str] = None) -> List[resmod.Run]:
-    """PLAN on the probe build RESULT (of TREE, VARIANT) in the VM, into results/LABEL/."""
+    """PLAN on the probe build RESULT (of TREE, VARIANT) in the VM, into LABEL's
+    folder (always measured: the record is the commands' business)."""
     topo = topomod.parse_topology(topology)
     setting = resmod.Setting(topology=topo.spec(), config="probe+measure", arch=arch or "x86_64",
                              variant=variant, kernel_tree=tree.description,
@@ -193,31 +201,77 @@ def measure_in_vm(tree, result, variant: str, label: str, plan: Plan, topology: 
                       key=key, vmlinux=result.build_dir / "vmlinux")
 
 
+# The one boot of a 'measure' command in its record (resume.py).
+UNIT = "measure"
+
+
+def _kept(label: str, record: resume.Record) -> Optional[List[resmod.Run]]:
+    """The runs of the finished boot of RECORD, when they are all there."""
+    if not record.done(UNIT, 0):
+        return None
+    try:
+        runs = resmod.read_runs(resmod.results_dir(label))
+    except (OSError, ValueError, LabError):
+        return None
+    if not all(r.complete for r in runs):
+        return None
+    say(f"  {resmod.results_dir(label)} already holds this request, measured: nothing to "
+        "do (--fresh measures again)")
+    resmod.report(label, runs)
+    return runs
+
+
+def _measured(label: str, record: resume.Record, runs: List[resmod.Run]) -> List[resmod.Run]:
+    if runs and all(r.complete for r in runs):
+        record.finish(UNIT, 0)
+        resume.write(resmod.results_dir(label), record)
+    return runs
+
+
 def measure_on_host(label: str, plan: Plan, variant: Optional[str],
-                    timeout: float) -> List[resmod.Run]:
+                    timeout: float, fresh: bool = False) -> List[resmod.Run]:
     """'measure --host': PLAN on this machine, booted into the kernel to measure."""
     import platform
     from . import build as buildmod
     if plan.accel != "auto":
         raise LabError("measure --host: --accel is for the VM (on the host, the clock is real)")
+    folder = resmod.results_dir(label)
+    record = resume.start(folder, "measure", {"where": "host", "variant": variant,
+                                              **resume.plan_fields(plan)}, fresh, [folder])
     plan.check_tools()
     conf = buildmod.running_config_text()
     setting = resmod.Setting(topology=host_topology(),
                              config=host_config_key(conf) if conf else "host-config:?",
                              arch=platform.machine(), variant=variant or "host",
                              seconds=plan.seconds, knobs=dict(plan.knobs))
-    return measure_host(label, plan, setting, timeout)
+    resume.check_builds(folder, record, {"host": {"release": os.uname().release,
+                                                  "config": setting.config,
+                                                  "topology": setting.topology}})
+    kept = _kept(label, record)
+    if kept is not None:
+        return kept
+    return _measured(label, record, measure_host(label, plan, setting, timeout))
 
 
 def measure_build(tree_spec, variant: str, label: str, plan: Plan, topology: str,
                   online: Optional[int], timeout: float, arch: Optional[str] = None,
-                  no_build: bool = False) -> List[resmod.Run]:
+                  no_build: bool = False, fresh: bool = False) -> List[resmod.Run]:
     """'measure --vm': build VARIANT's probe kernel (unless no_build), PLAN in the VM."""
     from . import deps
     from .spec import built, probe_build
+    folder = resmod.results_dir(label)
+    record = resume.start(folder, "measure", {
+        "where": "vm", "tree": {"kernel": tree_spec.kernel, "base": tree_spec.base},
+        "variant": variant, **resume.plan_fields(plan), "topology": topology,
+        "online": online, "arch": arch or "x86_64"}, fresh, [folder])
     deps.setup()
     plan.check_tools()
     tree = tree_spec.resolve()
     result = built(tree, probe_build(variant, no_build, arch))
-    return measure_in_vm(tree, result, variant, label, plan, topology, online, timeout,
-                         arch=arch)
+    resume.check_builds(folder, record, {variant: {"commit": result.commit,
+                                                   "release": result.release}})
+    kept = _kept(label, record)
+    if kept is not None:
+        return kept
+    return _measured(label, record, measure_in_vm(tree, result, variant, label, plan, topology,
+                                                  online, timeout, arch=arch))

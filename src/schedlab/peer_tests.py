@@ -40,7 +40,7 @@ CGROUP_TESTS = ("test_cpu", "test_cpuset")
 # runs again on a fresh boot, up to SELFTEST_BOOTS boots, unless base did
 # not pass that test either.  How far test_cpu's share tests land from
 # their tolerance under single-thread TCG changes from boot to boot
-# (README, Reliability).
+# (docs/reliability-notes.md).
 RETRIES_PER_BOOT = 3
 SELFTEST_BOOTS = 2
 # A test's status: PASS, FAIL, SKIP, or MISSING (not in this variant's run).

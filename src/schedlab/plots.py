@@ -9,11 +9,14 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from . import probes as probemod
-
+from . import stats
+from .tables import WALLCLOCK_MARK, WALLCLOCK_NOTE, by_metric, short_wallclock, under_tcg
 
 
 def _plotted(kind: str) -> List[str]:
@@ -34,8 +37,22 @@ def _pyplot():
     return plt
 
 
+def _note(fig, wallclock: bool) -> None:
+    """Lay out FIG, with the wall-clock note under it when it shows a short
+    function's time under TCG."""
+    if not wallclock:
+        fig.tight_layout()
+        return
+    width, height = fig.get_size_inches()
+    lines = textwrap.wrap(WALLCLOCK_NOTE.replace("`", ""), int(width * 21))
+    room = (len(lines) * 6.5 * 1.3 + 6) / 72 / height     # 6 pt text, in figure heights
+    fig.tight_layout(rect=(0, room, 1, 1))
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=6, va="bottom", ha="left",
+             color="#8b0000")
+
+
 def _bars(plt, rows, metrics: Sequence[str], a_name: str, b_name: str, title: str,
-          path: Path) -> bool:
+          path: Path, wallclock: bool = False) -> bool:
     chosen = [m for m in metrics if any(r["metric"] == m for r in rows)]
     if not chosen:
         return False
@@ -63,8 +80,9 @@ def _bars(plt, rows, metrics: Sequence[str], a_name: str, b_name: str, title: st
         ax.set_title(f"{metric}\n({unit})", fontsize=8)
         ax.tick_params(axis="y", labelsize=8)
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(title + " (error bars: 95% CI of the mean)", fontsize=9)
-    fig.tight_layout()
+    fig.suptitle(title + " (error bars: 95% CI of the mean)"
+                 + (f" {WALLCLOCK_MARK}" if wallclock else ""), fontsize=9)
+    _note(fig, wallclock)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
@@ -93,10 +111,12 @@ def merged_histogram(runs: List[dict], workload: str, name: str = "should_we_bal
 
 
 def plot_data(a: List[dict], b: List[dict], rows, a_name: str, b_name: str) -> dict:
-    """Everything the plots need, as JSON-able data (rows from compare.compare)."""
+    """Everything the plots need, as JSON-able data (rows from tables.rows);
+    'wallclock': the times are short functions' wall-clock times under TCG."""
     table: List[dict] = []
     histograms: List[dict] = []
-    data = {"a_name": a_name, "b_name": b_name, "rows": table, "histograms": histograms}
+    data = {"a_name": a_name, "b_name": b_name, "rows": table, "histograms": histograms,
+            "wallclock": under_tcg(a, b)}
     for r in rows:
         table.append({"metric": r.metric, "workload": r.workload, "unit": r.unit,
                              "a_mean": r.a.mean, "b_mean": r.b.mean,
@@ -121,12 +141,13 @@ def write_plots(a: List[dict], b: List[dict], rows, a_name: str, b_name: str,
 def render(data: dict, folder: Path) -> List[Path]:
     plt = _pyplot()
     a_name, b_name, rows = data["a_name"], data["b_name"], data["rows"]
+    wallclock = bool(data.get("wallclock"))
     out = []
     p = folder / "counts.png"
     if _bars(plt, rows, COUNT_METRICS, a_name, b_name, "Counts per second", p):
         out.append(p)
     p = folder / "times.png"
-    if _bars(plt, rows, TIME_METRICS, a_name, b_name, "Times", p):
+    if _bars(plt, rows, TIME_METRICS, a_name, b_name, "Times", p, wallclock):
         out.append(p)
     for h in data["histograms"]:
         w, tool, unit = h["workload"], h["tool"], h["unit"]
@@ -145,9 +166,10 @@ def render(data: dict, folder: Path) -> List[Path]:
         ax.set_xticklabels([_fmt_low(lo) for lo in lows], rotation=45, ha="right", fontsize=7)
         ax.set_xlabel(f"latency bucket, {unit} (log2)")
         ax.set_ylabel("fraction of calls")
-        ax.set_title(f"should_we_balance() latency, {w} ({tool})", fontsize=9)
+        ax.set_title(f"should_we_balance() latency, {w} ({tool})"
+                     + (f" {WALLCLOCK_MARK}" if wallclock else ""), fontsize=9)
         ax.legend(fontsize=8)
-        fig.tight_layout()
+        _note(fig, wallclock)
         p = folder / f"latency-{w}.png"
         fig.savefig(p, dpi=110)
         plt.close(fig)
@@ -168,16 +190,14 @@ def sweep_plot(arms: List[Tuple[str, List[dict]]], columns: Sequence[Tuple[str, 
     """sweep.png: one panel per sweep column (CPU busy, the workload's
     result, the probes' sweep metrics), the arms in their order on the x
     axis, one line per workload: the arm's mean in percent of the first arm's."""
-    import re
-
-    from . import compare as comparemod
-    from . import stats
-
-    data = [(name, comparemod.by_metric(runs)) for name, runs in arms]
+    data = [(name, by_metric(runs)) for name, runs in arms]
+    tcg = under_tcg(*(runs for _, runs in arms))
     workloads = sorted({k[0] for _, c in data for k in c})
     panels = []
+    wallclock = False
     for title, rx in columns:
         lines = {}
+        marked = False
         for w in workloads:
             ys: List[float] = []
             for _, c in data:
@@ -185,11 +205,13 @@ def sweep_plot(arms: List[Tuple[str, List[dict]]], columns: Sequence[Tuple[str, 
                 ms = c[keys[0]] if keys else []
                 ys.append(stats.summarize([m["value"] for m in ms], ms[0]["kind"]).mean
                           if ms else float("nan"))
+                marked |= bool(ms) and tcg and short_wallclock(ms[0]["unit"], ms[0]["kind"])
             ref = ys[0]
             if ref and ref == ref and any(y == y for y in ys[1:]):
                 lines[w] = [100.0 * y / ref for y in ys]
         if lines:
-            panels.append((title, lines))
+            panels.append((title + (f" {WALLCLOCK_MARK}" if marked else ""), lines))
+            wallclock |= marked
     if not panels:
         return False
     plt = _pyplot()
@@ -206,7 +228,7 @@ def sweep_plot(arms: List[Tuple[str, List[dict]]], columns: Sequence[Tuple[str, 
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Means per arm in percent of the first arm's (significance: the "
                  "pairwise tables)", fontsize=9)
-    fig.tight_layout()
+    _note(fig, wallclock)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True

@@ -1,10 +1,20 @@
-"""Results: one JSON per run in results/LABEL/, typed.
+"""Results: one JSON per run in a result set's folder, typed.
+
+Where a result set lives (results_dir(), find()):
+- work/results/LABEL: what 'measure' and 'ab' write by default (work/ is
+  ignored by git, so running the main job leaves the checkout clean);
+- results/NAME, for a label 'results/NAME': kept in the checkout on purpose;
+- docs/results/data/NAME, for a label 'docs/results/data/NAME': the example
+  results the pages of docs/results/ quote.
+A plain label is looked up in those three places in that order (find()):
+'compare ab-smt4-base ab-smt4-patched' finds your own run first, else the
+docs' example.  'scratch/NAME' (the test command's runs) is work/results/NAME.
 
 parse_run() turns one run folder of raw outputs (written by
-guest/run-plan.sh) into a Run; collect() parses a whole plan into
-results/LABEL/; reparse() does it again from the raw outputs after a parser
-change; check_runs() says what a complete run lacks; merge_boots() pools the
-boots of an interleaved 'ab' run.
+guest/run-plan.sh) into a Run; collect() parses a whole plan into its
+folder; reparse() does it again from the raw outputs after a parser change;
+check_runs() says what a complete run lacks; merge_boots() pools the boots
+of an interleaved 'ab' run.
 """
 
 from __future__ import annotations
@@ -13,7 +23,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import icount, parsers
 from . import probes as probemod
@@ -21,21 +31,49 @@ from . import workloads as workmod
 from .util import LabError, repo_dir, say, work_dir
 
 # Labels of the lab's own scratch runs (the test command's integration run):
-# their results go under work/, so that a run leaves the checkout clean.
+# work/results/NAME, like any plain label.
 SCRATCH = "scratch/"
+# The label prefixes that name a place in the checkout (see the docstring).
+KEPT = "results/"
+DOCS = "docs/results/data/"
+WORK = "work/results/"
+
+
+def places() -> List[Tuple[str, Path]]:
+    """(label prefix, folder) of the places a result set lives, in lookup order."""
+    repo = repo_dir()
+    return [(WORK, work_dir() / "results"), (KEPT, repo / "results"),
+            (DOCS, repo / "docs" / "results" / "data")]
 
 
 def results_dir(label: str) -> Path:
-    """results/LABEL, or work/results/NAME for a scratch label 'scratch/NAME'."""
+    """Where the result set LABEL is written: work/results/LABEL, or the place
+    its prefix names (results/NAME, docs/results/data/NAME, scratch/NAME)."""
     if label.startswith(SCRATCH):
         return work_dir() / "results" / label[len(SCRATCH):]
-    return repo_dir() / "results" / label
+    for prefix, root in places():
+        if label.startswith(prefix) and label != prefix:
+            return root / label[len(prefix):]
+    return work_dir() / "results" / label
 
 
 def find(name: str) -> Path:
-    """A result set given by folder or by label."""
+    """A result set given by folder or by label: a label with a place's prefix
+    is there; a plain label is the first of work/results/, results/,
+    docs/results/data/ that holds it (the others are named)."""
     p = Path(name)
-    return p if p.is_dir() else results_dir(name)
+    if p.is_dir():
+        return p
+    if name.startswith(SCRATCH) or any(name.startswith(pre) for pre, _ in places()):
+        return results_dir(name)
+    found = [root / name for _, root in places() if (root / name).is_dir()]
+    if not found:
+        raise LabError(f"no result set {name!r}: not a folder, and none in "
+                       + ", ".join(str(root) for _, root in places()))
+    if len(found) > 1:
+        say(f"  {name}: {found[0]} (also in " + ", ".join(str(f) for f in found[1:])
+            + ": give a path to use another)")
+    return found[0]
 
 
 class _Record:
@@ -116,7 +154,7 @@ class Run(_Record):
 
 @dataclass
 class PlanMeta(_Record):
-    """results/LABEL/plan.json: what was asked for, and how to recognise it again."""
+    """A result set's plan.json: what was asked for, and how to recognise it again."""
     plan: List[str] = field(default_factory=list)
     runs: int = 0
     boots: Optional[int] = None
@@ -346,7 +384,7 @@ def merge_boots(out: Path, boots: int, key: str, label: str = "") -> List[Run]:
     write_json(out / "plan.json", PlanMeta(first.plan, first.runs * boots, boots,
                                            first.setting, key))
     bad = sum(1 for r in merged if not r.complete)
-    say(f"  results/{out.name}: {len(merged)} runs from {boots} boots pooled"
+    say(f"  {out}: {len(merged)} runs from {boots} boots pooled"
         + (f", {bad} incomplete" if bad else ""))
     return merged
 

@@ -30,7 +30,7 @@ from .util import LabError, fmt_secs, package_file, repo_dir, say, work_dir
 # flips. A 30-minute soak of patched on smt4-numa under single-thread TCG
 # reached 43 hotplug cycles and 28 cgroup cycles (each cgroup mkdir or
 # rmdir takes 6-20 s in that guest), so those two floors are set just
-# below the measured rates (README, Reliability).
+# below the measured rates (docs/reliability-notes.md).
 FLOORS_PER_30_MIN: Dict[str, int] = {"hotplug": 40, "cgroup": 25, "partition": 30,
                                      "flip": 100}
 WORKLOADS = ("hackbench", "stress-mixed", "stress-light", "fanout")

@@ -49,7 +49,7 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
     tcg_single: under TCG, run all vCPUs in one host thread.  Needed when the
     guest patches its own text while other vCPUs run it (bpftrace attaching
     fentry or kprobes): with multi-threaded TCG a 7.3 guest here jumps to
-    address 0 at the patched call sites within seconds (README, "Measuring").
+    address 0 at the patched call sites within seconds (docs/tools.md).
     icount: single-thread TCG whose guest clock advances one ns per
     instruction of the running vCPU (qemu -icount shift=0,sleep=off), for
     the instruction counts of short functions; never KVM.

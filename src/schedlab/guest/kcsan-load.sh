@@ -1,6 +1,6 @@
 #!/bin/bash
-# Load for the data-race detector (configs/kcsan.config, README
-# "Reliability"): more runnable tasks than CPUs, so that busy balancing at
+# Load for the data-race detector (configs/kcsan.config,
+# docs/reliability-notes.md): more runnable tasks than CPUs, so that busy balancing at
 # every level moves tasks (the writers and the generation bumps of the
 # cached group statistics) while other CPUs balance (the readers), with
 # hackbench rounds for wakeups and short sleeps, for SECS seconds.  Then
