@@ -15,7 +15,7 @@ def test_ab_arms_parse_and_pair():
     pairs = [(a.name, b.name) for a, b in ab.arm_pairs(arms)]
     assert pairs == [("base", "default"), ("base", "x4"), ("base", "x10"),
                      ("default", "x4"), ("default", "x10")]
-    two = ab.parse_arms(["a=base", "b=patched:x=1"])
+    two = ab.parse_arms(["a=base", "b=patched:verbose=1"])
     assert [(a.name, b.name) for a, b in ab.arm_pairs(two)] == [("a", "b")]
     for bad in (["x=nope"], ["x"], ["x=base"], ["x=base", "x=patched"],
                 ["a=base", "-b=patched"], ["a=base", "b=patched:novalue"]):

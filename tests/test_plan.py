@@ -49,7 +49,9 @@ def test_parse_knobs_accepts_name_value_and_rejects_the_rest():
         with pytest.raises(LabError, match="NAME=VALUE"):
             planmod.parse_knobs([bad])
     with pytest.raises(LabError, match="twice"):
-        planmod.parse_knobs(["a=1", "a=2"])
+        planmod.parse_knobs(["verbose=1", "verbose=2"])
+    with pytest.raises(LabError, match="not a knob the lab knows"):
+        planmod.parse_knobs(["nosuch=1"])
 
 
 def _fake_plan(tmp_path, knobs=(), command="echo Time: 1.5"):

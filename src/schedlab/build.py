@@ -301,6 +301,15 @@ def _fragments_sha(config: str, arch: Arch) -> str:
     return h.hexdigest()[:16]
 
 
+def build_info(bdir: Path) -> dict:
+    """What the lab recorded of the build in BDIR (commit, release, config), or {}."""
+    try:
+        info = json.loads((bdir / ".schedlab" / "build.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def _up_to_date(bdir: Path, commit: str, config: str, arch: Arch) -> Optional[BuildResult]:
     """The build already there, when it was made from this commit and these fragments.
 
@@ -308,10 +317,7 @@ def _up_to_date(bdir: Path, commit: str, config: str, arch: Arch) -> Optional[Bu
     BTF for) a kernel whose sources did not change, when base and patched
     builds take turns in one tree.
     """
-    try:
-        info = json.loads((bdir / ".schedlab" / "build.json").read_text())
-    except (OSError, ValueError):
-        return None
+    info = build_info(bdir)
     image = bdir / arch.image_path
     if (info.get("commit") != commit or info.get("config") != config
             or info.get("arch") != arch.name or not image.is_file()

@@ -116,8 +116,9 @@ def add_build(sub: Sub) -> None:
 
 
 def cmd_vm(args: argparse.Namespace) -> int:
-    result = built(tree_spec(args).resolve(), build_spec(args))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    guests.check_request(args.arch, vm_options(args), command)
+    result = built(tree_spec(args).resolve(), build_spec(args))
     return guests.check_topology(args.arch, result.image, topomod.parse_topology(args.topology),
                                  vm_options(args), command)
 
@@ -184,7 +185,7 @@ def add_selftest(sub: Sub) -> None:
 ./schedlab selftest                        # build, boot, run it once
 ./schedlab selftest --boots 3 --no-build   # three boots of the kernel built""")
     add_tree_opts(s)
-    add_build_opts(s)
+    add_build_opts(s, commands=True)
     add_vm_opts(s, check=False)
     s.add_argument("--boots", type=positive_int, default=1, metavar="N",
                    help="run it in N boots, one after the other (default 1), to see "
@@ -388,10 +389,11 @@ def add_run(sub: Sub) -> None:
     add_vm_opts(s)
     add_topology(s, many=True)
     add_arch(s)
+    s.set_defaults(default_topologies=["smt4"])
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    if targets.get_target(args.arch).arch != targets.DEFAULT_TARGET and \
+    if targets.get_target(args.arch) is not testcmd.DEFAULT and \
             (args.full or args.unit_only or args.topology):
         raise LabError("test --arch ppc64le runs the POWER stages alone: without --full, "
                        "--unit-only or --topology")
@@ -412,6 +414,7 @@ def add_test(sub: Sub) -> None:
     add_vm_opts(s)
     add_topology(s, many=True, help="x86_64 topology boots (default "
                  + ", ".join(testcmd.DEFAULT_TOPOLOGIES) + ")")
+    s.set_defaults(default_topologies=list(testcmd.DEFAULT_TOPOLOGIES))
     tier = s.add_mutually_exclusive_group()
     tier.add_argument("--full", action="store_true",
                       help="also the debug build, a short soak, the peer tests, the ppc64le "
@@ -457,7 +460,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 def check_online(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--online K fits the topology (checked before any work, like the names)."""
-    online, topo = getattr(args, "online", None), getattr(args, "topology", None)
+    online = getattr(args, "online", None)
+    topo = getattr(args, "topology", None) or getattr(args, "default_topologies", None)
     if online is None or topo is None:
         return
     for name in topo if isinstance(topo, list) else [topo]:

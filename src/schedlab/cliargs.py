@@ -15,6 +15,7 @@ from typing import Any, Callable, List, Optional
 
 from . import build as buildmod
 from . import plan as planmod
+from . import targets
 from . import probes as probemod
 from . import results as resmod
 from . import topology as topomod
@@ -91,15 +92,19 @@ def tree_spec(args: argparse.Namespace) -> TreeSpec:
     return TreeSpec(args.kernel, args.base)
 
 
-def add_arch(g: Any, help: str = "target architecture (default x86_64)") -> None:
-    g.add_argument("--arch", default=None, choices=sorted(buildmod.ARCHES), help=help)
+def add_arch(g: Any, help: str = "target architecture (default x86_64)",
+             commands: bool = False) -> None:
+    """--arch: every target, or (commands) those whose guest runs commands and plans."""
+    names = [n for n, t in targets.TARGETS.items() if t.runs_commands or not commands]
+    g.add_argument("--arch", default=None, choices=sorted(names), help=help)
 
 
-def add_build_opts(p: argparse.ArgumentParser, measure: bool = True) -> None:
+def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
+                   commands: bool = False) -> None:
     g = p.add_argument_group("build")
     g.add_argument("--variant", default="patched", choices=VARIANTS)
     g.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
-    add_arch(g)
+    add_arch(g, commands=commands)
     if measure:
         g.add_argument("--measure", action="store_true",
                        help="also apply the measurement series (patches/measure/)")
@@ -164,7 +169,8 @@ def add_plan_opts(p: argparse.ArgumentParser) -> None:
     g.add_argument("--runs", type=positive_int, default=3)
     g.add_argument("--seconds", type=positive_int, default=10,
                    help="duration of timed workloads")
-    add_arch(g)
+    add_arch(g, "target architecture (default x86_64; those whose guest runs the plan)",
+             commands=True)
     g.add_argument("--accel", default="auto", choices=vm.ACCELS,
                    help="icount: one host thread, the guest clock counting instructions "
                         "(for the *-cost probes); default KVM where it works, else TCG")

@@ -37,9 +37,13 @@ def _virtme_check(target: BootTarget, image: Path, topo: topomod.Topology, opts:
                              icount=opts.accel == "icount", no_check=opts.no_check)
 
 
-def _pseries_check(target: BootTarget, image: Path, topo: topomod.Topology, opts: VmOptions,
-                   command: Sequence[str]) -> int:
-    # The initramfs runs the topology probe (which reports nproc) and nothing else.
+def check_request(arch: Optional[str], opts: VmOptions,
+                  command: Sequence[str] = ("nproc",)) -> None:
+    """Refuse, before any build, what ARCH's guest cannot do: a pseries guest
+    boots a busybox initramfs that only checks the topology."""
+    target = get_target(arch)
+    if target.runs_commands:
+        return
     unsupported = [what for what, given in (
         (f"a command ({' '.join(command)})", tuple(command) not in ((), ("nproc",))),
         ("--no-check", opts.no_check), ("--rwdir", bool(opts.rwdirs)),
@@ -47,6 +51,11 @@ def _pseries_check(target: BootTarget, image: Path, topo: topomod.Topology, opts
     if unsupported:
         raise LabError(f"the {target.title} guest ({target.arch}) boots a busybox initramfs "
                        f"that only checks the topology: no {', '.join(unsupported)}")
+
+
+def _pseries_check(target: BootTarget, image: Path, topo: topomod.Topology, opts: VmOptions,
+                   command: Sequence[str]) -> int:
+    check_request(target.arch, opts, command)
     return pseries.run_topology_check(image, topo, opts.online, opts.memory, opts.append,
                                       opts.timeout)
 

@@ -24,6 +24,11 @@ KNOB_DIR = "/sys/kernel/debug/sched"
 _KNOB_NAME = re.compile(r"[a-z0-9_]+")
 _KNOB_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
 RUN_MARK = "@@schedlab-run"
+# The files of KNOB_DIR a plan may write: 7.3's own (kernel/sched/debug.c)
+# and the series' newidle_cost_pct.  A tree with more adds them here.
+KNOBS = ("base_slice_ns", "cgroup_mode", "features", "latency_warn_ms", "latency_warn_once",
+         "migration_cost_ns", "newidle_cost_pct", "nr_migrate", "preempt",
+         "tunable_scaling", "verbose")
 
 
 def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
@@ -34,6 +39,9 @@ def parse_knobs(items: Optional[Sequence[str]]) -> Dict[str, str]:
         if not eq or not _KNOB_NAME.fullmatch(name) or not _KNOB_VALUE.fullmatch(value):
             raise LabError(f"--knob {item!r}: expected NAME=VALUE, NAME a file in "
                            f"{KNOB_DIR}/ (e.g. newidle_cost_pct=400)")
+        if name not in KNOBS:
+            raise LabError(f"--knob {item!r}: {name} is not a knob the lab knows in "
+                           f"{KNOB_DIR}/; known: {', '.join(KNOBS)}")
         if name in out:
             raise LabError(f"--knob {name} is given twice (for features: one per plan)")
         out[name] = value

@@ -73,7 +73,9 @@ def built(tree: source.Tree, spec: BuildSpec) -> buildmod.BuildResult:
         if not image.is_file():
             raise LabError(f"--no-build: nothing built at {image}")
         say(f"  using the kernel already built in {bdir} (--no-build)")
-        return buildmod.BuildResult(bdir, image, "", 0.0, "")
+        info = buildmod.build_info(bdir)
+        return buildmod.BuildResult(bdir, image, info.get("release", ""), 0.0,
+                                    info.get("commit", ""))
     commit = series.ensure_variant(tree, spec.variant, spec.measure)
     return buildmod.build(tree, spec.name, commit, spec.config, spec.arch)
 

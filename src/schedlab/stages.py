@@ -129,7 +129,7 @@ def run(title: str, stages: Sequence[Stage], ctx: Optional[Dict[str, Any]] = Non
     ctx = {} if ctx is None else ctx
     report = Report(title)
     outcome_of: Dict[str, Outcome] = {}
-    interrupted: Optional[BaseException] = None
+    interrupted: Optional[BaseException] = None   # raised again once all is printed
     try:
         for stage in stages:
             if interrupted is not None:
@@ -143,7 +143,7 @@ def run(title: str, stages: Sequence[Stage], ctx: Optional[Dict[str, Any]] = Non
                 else:
                     try:
                         result = _run_one(stage, ctx)
-                    except KeyboardInterrupt as exc:
+                    except (KeyboardInterrupt, SystemExit) as exc:   # Ctrl-C, SIGTERM
                         interrupted = exc
                         result = Result(stage.name, Outcome.NOT_RUN, detail="interrupted")
             outcome_of[stage.name] = result.outcome

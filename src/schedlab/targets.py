@@ -39,6 +39,10 @@ class BootTarget:
     kunit_arch: str                # kunit.py's name for it (--arch, qemu_configs/<name>.py)
     mc_level: bool                 # its guests have an MC level (topology.expected_domains)
     guest: str                     # how the lab boots it and checks the topology (guests.py)
+    # What its test tier boots: the topologies checked, and the KUnit boots
+    # (topology, CPUs online; None: all, with the live-domain comparison).
+    test_topologies: Tuple[str, ...] = ()
+    kunit_runs: Tuple[Tuple[str, Optional[int]], ...] = ()
 
     @property
     def log_suffix(self) -> str:
@@ -54,6 +58,11 @@ class BootTarget:
     def kunit_qemu_config(self) -> str:
         """The series' kunit.py qemu configuration for it (--qemu_config)."""
         return f"kernel/sched/tests/kunit_qemu_{self.kunit_arch}.py"
+
+    @property
+    def runs_commands(self) -> bool:
+        """Its guest runs a user's command and the measurement plans (virtme-ng)."""
+        return self.guest == "virtme-ng"
 
     @property
     def has_kvm(self) -> bool:
@@ -97,7 +106,9 @@ TARGETS: Dict[str, BootTarget] = {
         arch="x86_64", title="x86_64", build=buildmod.ARCHES["x86_64"],
         qemu="qemu-system-x86_64", machine="", accels=("kvm", "tcg"),
         cpu="max,la57=off", cpu_kvm="host", console="ttyS0", display=("-nographic",),
-        kunit_arch="x86_64", mc_level=True, guest="virtme-ng"),
+        kunit_arch="x86_64", mc_level=True, guest="virtme-ng",
+        test_topologies=("smt4", "smt8", "smt4-numa"),
+        kunit_runs=(("2x12x8", 2), ("smt4-numa", None))),
     # qemu's pseries machine (pseries.py): TCG only (no KVM for POWER on an
     # x86 host), POWER10 as the machines the series is for, the hypervisor's
     # virtual terminal as console, a busybox initramfs for the topology
@@ -106,7 +117,9 @@ TARGETS: Dict[str, BootTarget] = {
         arch="ppc64le", title="POWER", build=buildmod.ARCHES["ppc64le"],
         qemu="qemu-system-ppc64", machine="pseries", accels=("tcg",),
         cpu="power10", cpu_kvm="", console="hvc0", display=("-display", "none"),
-        kunit_arch="powerpc", mc_level=False, guest="pseries"),
+        kunit_arch="powerpc", mc_level=False, guest="pseries",
+        test_topologies=("smt8", "smt4"),
+        kunit_runs=(("2x12x8", 2), ("smt8", None), ("smt4", None))),
 }
 DEFAULT_TARGET = "x86_64"
 

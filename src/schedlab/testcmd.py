@@ -32,16 +32,10 @@ from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
 from .stages import Stage
 from .util import git, package_file, repo_dir, run, say
 
-DEFAULT_TOPOLOGIES = ("smt4", "smt8", "smt4-numa")
-# KUnit boots: the fixtures on 192 possible CPUs with 2 online, then every
-# CPU of a guest online for the live-domain comparison (per arch).
-KUNIT_RUNS: Dict[str, Tuple[Tuple[str, Optional[int]], ...]] = {
-    "x86_64": (("2x12x8", 2), ("smt4-numa", None)),
-    "ppc64le": (("2x12x8", 2), ("smt8", None), ("smt4", None)),
-}
-# The POWER guests the full tier boots (its KUnit boots cover SMT4 too).
-FULL_PPC_TOPOLOGIES = ("smt8",)
-PPC_TOPOLOGIES = ("smt8", "smt4")
+DEFAULT = targets.get_target(None)
+DEFAULT_TOPOLOGIES = DEFAULT.test_topologies
+# The other targets' stages in the full tier boot only their first topology
+# (their KUnit boots cover the others); 'test --arch A' boots every one.
 # The full tier's short soak (the floors scale with its length).
 SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
 
@@ -56,11 +50,11 @@ class TestRequest:
     vm: VmOptions = VmOptions()
     full: bool = False
     unit_only: bool = False
-    arch: Optional[str] = None      # "ppc64le": the POWER stages alone
+    arch: Optional[str] = None      # another target: its stages alone
 
     @property
     def title(self) -> str:
-        if targets.get_target(self.arch).arch != targets.DEFAULT_TARGET:
+        if targets.get_target(self.arch) is not DEFAULT:
             return f"test --arch {self.arch}"
         return "test --full" if self.full else "test"
 
@@ -116,6 +110,10 @@ def _build(key: str, spec: BuildSpec) -> Callable[[Dict[str, Any]], bool]:
 def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
     def body(ctx: Dict[str, Any]) -> bool:
         opts = ctx["request"].vm
+        if not targets.get_target(arch).runs_commands:
+            # The topology check alone: the boot options of the x86_64 runs
+            # (a command, --rwdir, icount, --online) are not for this guest.
+            opts = opts.with_(online=None, no_check=False, rwdirs=(), accel="auto")
         topo = topomod.parse_topology(name)
         return guests.check_topology(arch, ctx[key].image, topo, opts) == 0
     return body
@@ -157,26 +155,29 @@ def _peer_tests(ctx: Dict[str, Any]) -> bool:
 
 # ------------------------------------------------------------------ the tiers
 
-def _power_stages(topologies: Tuple[str, ...], tier: str, kunit_py: bool) -> List[Stage]:
-    arch = "ppc64le"
+def _target_stages(target: targets.BootTarget, topologies: Tuple[str, ...], tier: str,
+                   kunit_py: bool) -> List[Stage]:
+    """A cross target's stages: its lab build, topology boots, KUnit boots."""
+    arch, key, guest = target.arch, f"lab-{target.arch}", target.guest
     build = f"build patched/lab {arch}"
-    out = [Stage(build, _build("lab-ppc", BuildSpec("patched", "lab", arch)), ("fetch",), tier)]
-    out += [Stage(f"boot {t} (pseries) + topology check", _boot("lab-ppc", arch, t), (build,),
-                  tier) for t in topologies]
-    out += [Stage(f"KUnit on {t} (pseries)", _kunit("lab-ppc", arch, t, online), (build,), tier)
-            for t, online in KUNIT_RUNS[arch]]
+    out = [Stage(build, _build(key, BuildSpec("patched", "lab", arch)), ("fetch",), tier)]
+    out += [Stage(f"boot {t} ({guest}) + topology check", _boot(key, arch, t), (build,), tier)
+            for t in topologies]
+    out += [Stage(f"KUnit on {t} ({guest})", _kunit(key, arch, t, online), (build,), tier)
+            for t, online in target.kunit_runs]
     if kunit_py:
-        out.append(Stage("KUnit with kunit.py for powerpc (the README's command)",
-                         _kunit_py("lab-ppc", arch), (build,), tier))
+        out.append(Stage(f"KUnit with kunit.py for {target.kunit_arch} (the README's command)",
+                         _kunit_py(key, arch), (build,), tier))
     return out
 
 
 def stages_for(req: TestRequest) -> List[Stage]:
     """The stage records of the tier REQ asks for, in the order they run."""
     setup = [Stage("setup", _setup)]
-    if targets.get_target(req.arch).arch != targets.DEFAULT_TARGET:
+    target = targets.get_target(req.arch)
+    if target is not DEFAULT:
         return setup + [Stage("fetch", _fetch, ("setup",))] + \
-            _power_stages(PPC_TOPOLOGIES, "test", kunit_py=True)
+            _target_stages(target, target.test_topologies, "test", kunit_py=True)
     out = setup + [Stage("lab unit tests (pytest)", _pytest, ("setup",)),
                    Stage("lint (mypy, shellcheck)", _lint, ("setup",))]
     if req.unit_only:
@@ -187,11 +188,11 @@ def stages_for(req: TestRequest) -> List[Stage]:
             Stage("series check" + (" (with the ppc64le compile)" if req.full else ""),
                   _series_check(ppc=req.full), ("fetch",)),
             Stage(lab, _build("lab", BuildSpec("patched", "lab")), ("fetch",))]
-    out += [Stage(f"boot {t} + topology check", _boot("lab", "x86_64", t), (lab,))
+    out += [Stage(f"boot {t} + topology check", _boot("lab", DEFAULT.arch, t), (lab,))
             for t in req.topologies]
-    out += [Stage(f"KUnit on {t}", _kunit("lab", "x86_64", t, online), (lab,))
-            for t, online in KUNIT_RUNS["x86_64"]]
-    out += [Stage("KUnit with kunit.py (the README's command)", _kunit_py("lab", "x86_64"),
+    out += [Stage(f"KUnit on {t}", _kunit("lab", DEFAULT.arch, t, online), (lab,))
+            for t, online in DEFAULT.kunit_runs]
+    out += [Stage("KUnit with kunit.py (the README's command)", _kunit_py("lab", DEFAULT.arch),
                   (lab,)),
             Stage(f"kselftest sched/{kselftest.SELFTEST[1]} on {kselftest.SELFTEST[0]}",
                   _kselftest, (lab,)),
@@ -207,7 +208,9 @@ def stages_for(req: TestRequest) -> List[Stage]:
                       (debug,), "full"),
                 Stage("peer tests (patched, against the kept base results)", _peer_tests,
                       (debug,), "full")]
-        out += _power_stages(FULL_PPC_TOPOLOGIES, "full", kunit_py=False)
+        for other in targets.TARGETS.values():
+            if other is not DEFAULT:
+                out += _target_stages(other, other.test_topologies[:1], "full", kunit_py=False)
     return out
 
 
