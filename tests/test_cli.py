@@ -52,7 +52,7 @@ def test_typed_requests_from_options():
 def no_work(monkeypatch):
     """Any fetch, build or boot fails the test: bad input must stop before them."""
     from schedlab import build as buildmod
-    from schedlab import deps, source, spec, vm
+    from schedlab import deps, matrix, source, spec, topics, vm
 
     def forbidden(what):
         def fail(*a, **k):
@@ -63,10 +63,21 @@ def no_work(monkeypatch):
     monkeypatch.setattr(spec, "built", forbidden("a build"))
     monkeypatch.setattr(buildmod, "build", forbidden("a build"))
     monkeypatch.setattr(vm, "boot", forbidden("a boot"))
+    monkeypatch.setattr(buildmod, "run_make", forbidden("make"))
+    monkeypatch.setattr(matrix, "run", forbidden("the matrix"))
+    monkeypatch.setattr(topics, "check_apply", forbidden("git am"))
+    monkeypatch.setattr(topics, "mail", forbidden("format-patch"))
 
 
 BAD_INPUT = [
     # (command line, what the message must name)
+    (["series", "matrix", "--cells", "tiny,nope"], "unknown cell 'nope'; known: tiny, "),
+    (["series", "matrix", "--cells", ""], "unknown cell ''"),
+    (["series", "check", "--full"], "--full and --cells are for 'series matrix'"),
+    (["series", "apply", "--cells", "tiny"], "are for 'series matrix'"),
+    (["series", "mail", "--topic", "nope", "--out", "/tmp/x"], "unknown topic 'nope'"),
+    (["series", "mail", "--topic", "wake"], "needs --topic NAME and --out DIR"),
+    (["series", "check", "--topic", "wake"], "--topic and --out are for 'series mail'"),
     (["vm", "-t", "smt9", "--", "nproc"], "smt4-numa"),       # names the presets
     (["vm", "-t", "smt4", "--online", "9", "--", "nproc"], "has 8 CPUs"),
     (["vm", "--arch", "sparc"], "invalid choice"),

@@ -49,6 +49,13 @@ def fake_lab(monkeypatch, tmp_path):
                          (testcmd.kselftest, "run_selftest"), (testcmd.soakmod, "run_for"),
                          (testcmd.peermod, "run_peer_tests")):
         monkeypatch.setattr(module, name, ok(name, getattr(module, name)))
+    real_matrix = testcmd.matrix.run
+
+    def fake_matrix(*a, **k):
+        inspect.signature(real_matrix).bind(*a, **k)
+        calls.append("matrix")
+        return "config matrix: ok", True
+    monkeypatch.setattr(testcmd.matrix, "run", fake_matrix)
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text("0001-x.patch\n")
     monkeypatch.setattr(testcmd, "repo_dir", lambda: tmp_path)

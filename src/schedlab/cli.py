@@ -34,7 +34,7 @@ from . import topology as topomod
 from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, debug_command, add_online, add_plan_opts,
                       add_topology, add_tree_opts, add_vm_opts, build_spec, command,
                       knob_arg, label_arg, plan_request, positive_int, result_set_arg,
-                      tree_spec, vm_options)
+                      add_matrix_opts, add_topic_opts, tree_spec, vm_options)
 from .plan import KNOB_DIR
 from .spec import BuildSpec, built
 from .util import LabError, eprint, say, set_repo
@@ -60,24 +60,34 @@ def cmd_presets(args: argparse.Namespace) -> int:
 def cmd_series(args: argparse.Namespace) -> int:
     return series_cmd.command(args.action, tree_spec(args).resolve, measure=args.measure,
                           start=args.start, end=args.end, reroll=args.reroll_count,
-                          onto=args.onto, kernel=args.kernel, ppc=not args.no_ppc)
+                          onto=args.onto, kernel=args.kernel, ppc=not args.no_ppc,
+                          full=args.full, cells=args.cells, topic=args.topic,
+                          out=args.out)
 
 
 def add_series(sub: Sub) -> None:
-    s = command(sub, "series", cmd_series, "apply, export, rebase, check the series", """
+    s = command(sub, "series", cmd_series, "apply, export, rebase, check the series; "
+                "build it in the config matrix", """
 ./schedlab series check                    # checkpatch, per-patch builds, W=1, ppc64le
 ./schedlab series export -v 9              # the lab tree's commits back into patches/
-./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)""")
+./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)
+./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end v8-tip   # 0-day's cell
+./schedlab series topics                   # each topic applies alone on the KUnit series
+./schedlab series mail --topic wake --out /tmp/wake   # one topic, ready for git send-email""")
     add_tree_opts(s)
-    s.add_argument("action", choices=["list", "apply", "export", "rebase", "check"])
+    s.add_argument("action", choices=["list", "apply", "export", "rebase", "check", "matrix",
+                                      "topics", "mail"])
     s.add_argument("--measure", action="store_true",
                    help="apply: with the measurement series; export: into patches/measure/")
     s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
-    s.add_argument("--end", default="HEAD", metavar="REV", help="export: last commit")
+    s.add_argument("--end", metavar="REV", help="export: last commit (default HEAD); "
+                   "matrix: the commit built (default the series tip)")
     s.add_argument("--reroll-count", "-v", type=positive_int, metavar="N",
                    help="export: version N of the series ([PATCH vN m/n] subjects)")
     s.add_argument("--onto", metavar="REV", help="rebase: the new base")
     s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
+    add_matrix_opts(s)
+    add_topic_opts(s)
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Optional
 
 from . import build as buildmod
+from . import matrix
 from . import plan as planmod
 from . import targets
 from . import probes as probemod
@@ -73,11 +74,47 @@ label_arg = _checked("label", _label)
 result_set_arg = _checked("result set", _result_set)
 
 
+_cells_text = _checked("cells", matrix.parse_cells)
+
+
+def cells_arg(text: str) -> List[str]:
+    """--cells A,B: names of the config matrix's cells (matrix.CELLS), as a list."""
+    return matrix.parse_cells(_cells_text(text))
+
+
 def positive_int(text: str) -> int:
     return int(_checked("count", _positive)(text))
 
 
 # ------------------------------------------------------------------ option groups
+
+def add_matrix_opts(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("series matrix")
+    g.add_argument("--full", action="store_true",
+                   help="every cell, the bisection of the series and the sparse diff "
+                        "(default: the default tier's cells)")
+    g.add_argument("--cells", type=cells_arg, metavar="A,B",
+                   help="only these cells, comma-separated (docs/matrix.md; an unknown "
+                        "name is refused with the list); --full still adds the bisection "
+                        "and sparse")
+
+
+def topic_arg(text: str) -> str:
+    """A topic of patches/topics, refused at parse time otherwise."""
+    from .topics import read_topics
+    names = [t.name for t in read_topics()]
+    if text not in names:
+        raise argparse.ArgumentTypeError(f"unknown topic {text!r}; known: {', '.join(names)}")
+    return text
+
+
+def add_topic_opts(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("series topics, mail")
+    g.add_argument("--topic", type=topic_arg, metavar="NAME",
+                   help="mail: the topic of patches/topics to write")
+    g.add_argument("--out", type=Path, metavar="DIR",
+                   help="mail: an empty folder for the patches and the cover letter")
+
 
 def add_tree_opts(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("kernel tree")

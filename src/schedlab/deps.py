@@ -68,6 +68,7 @@ DEBIAN_PACKAGES: Dict[str, str] = {
     **_guest_tool_packages(),
     "python3-matplotlib": "the PNG plots of compare and ab",
     "shellcheck": "lint of the guest scripts",
+    "sparse": "sparse C=2 over kernel/sched/ in the config matrix",
 }
 
 

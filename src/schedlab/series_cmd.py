@@ -1,11 +1,12 @@
-"""The 'series' command: list, apply, export, rebase, check."""
+"""The 'series' command: list, apply, export, rebase, check, matrix, topics, mail."""
 
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional
+from pathlib import Path
+from typing import Callable, List, Optional
 
-from . import series, series_check, source
+from . import matrix, series, series_check, source, topics
 from .util import LabError, say
 
 
@@ -18,13 +19,32 @@ def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
 
 
 def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = False,
-            start: Optional[str] = None, end: str = "HEAD", reroll: Optional[int] = None,
-            onto: Optional[str] = None, kernel: Optional[str] = None, ppc: bool = True) -> int:
+            start: Optional[str] = None, end: Optional[str] = None,
+            reroll: Optional[int] = None, onto: Optional[str] = None,
+            kernel: Optional[str] = None, ppc: bool = True, full: bool = False,
+            cells: Optional[List[str]] = None, topic: Optional[str] = None,
+            out: Optional[Path] = None) -> int:
+    if action != "matrix" and (full or cells):
+        raise LabError("--full and --cells are for 'series matrix'")
+    if action != "mail" and (topic or out):
+        raise LabError("--topic and --out are for 'series mail'")
+    if action == "mail" and not (topic and out):
+        raise LabError("series mail needs --topic NAME and --out DIR")
     if action == "list":
         for p in series.read_series(series.patches_dir()):
             say(f"  {p.name}: {series.parse_patch(p.read_text())['subject']}")
         return 0
     tree = resolve()
+    if action == "topics":
+        for t in topics.read_topics():
+            say(f"  {t.name}: patches {t.first}-{t.last} of patches/series: {t.title}")
+        text, ok = topics.report_apply(topics.check_apply(tree))
+        say(text)
+        return 0 if ok else 1
+    if action == "mail":
+        assert topic and out
+        topics.mail(tree, topic, out, reroll)
+        return 0
     if action == "apply":
         commit = series.ensure_variant(tree, "patched", measure)
         tree.checkout(commit)
@@ -36,7 +56,7 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         folder = series.measure_dir() if measure else series.patches_dir()
         first = start or ((tree.commit_of("patched") or series.ensure_variant(tree, "patched"))
                           if measure else tree.base)
-        series.export(tree, first, end, folder, cover=not measure, reroll=reroll)
+        series.export(tree, first, end or "HEAD", folder, cover=not measure, reroll=reroll)
         return 0
     if action == "rebase":
         if not onto:
@@ -52,6 +72,14 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
             say("  the series is empty: nothing to check")
             return 0
         text, ok = series_check.report(series_check.check(tree, ppc=ppc))
+        say(text)
+        if topics.read_topics():
+            text, applies = topics.report_apply(topics.check_apply(tree))
+            say(text)
+            ok = ok and applies
+        return 0 if ok else 1
+    if action == "matrix":
+        text, ok = matrix.run(tree, "full" if full else "default", cells=cells, end=end)
         say(text)
         return 0 if ok else 1
     raise LabError(f"unknown series action {action}")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series, series_check
+from . import deps, guests, kselftest, kunit, kunit_tool, matrix, pipeline, series
+from . import series_check, topics
 from . import peer_tests as peermod
 from . import soak as soakmod
 from . import stages as stagemod
@@ -94,6 +95,10 @@ def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
             return True
         text, ok = series_check.report(series_check.check(ctx["tree"], ppc=ppc))
         say(text)
+        if topics.read_topics():
+            text, applies = topics.report_apply(topics.check_apply(ctx["tree"]))
+            say(text)
+            ok = ok and applies
         return ok
     return body
 
@@ -189,7 +194,10 @@ def stages_for(req: TestRequest) -> List[Stage]:
     out += [Stage("fetch", _fetch, ("setup",)),
             Stage(lab, _build("lab", BuildSpec("patched", "lab")), ("fetch",)),
             Stage("series check" + (" (with the ppc64le compile)" if req.full else ""),
-                  _series_check(ppc=req.full), ("fetch",))]
+                  _series_check(ppc=req.full), ("fetch",)),
+            Stage("config matrix (" + ("every cell, the bisection, sparse" if req.full
+                                       else "the default cells") + ")",
+                  matrix.stage_body("full" if req.full else "default"), ("fetch",))]
     out += [Stage(f"boot {t} + topology check", _boot("lab", DEFAULT.arch, t), (lab,))
             for t in req.topologies]
     out += [Stage(f"KUnit on {t}", _kunit("lab", DEFAULT.arch, t, online), (lab,))

@@ -1,0 +1,210 @@
+"""The series as topic series: a prerequisite (the KUnit core) and topics on it.
+
+patches/series is the one stacked order; patches/topics names which of its
+patches make each topic, and patches/covers/NAME.txt is each topic's cover
+letter (a subject line, a blank line, the text).  Maintainers take topics
+apart, so each must apply with git am onto the base plus the prerequisite
+alone, and all of them in the stacked order.  mail() writes a topic as
+git format-patch does for sending: a cover letter, the base-commit: line and
+a prerequisite-patch-id: line per prerequisite patch (the lines b4 reads to
+find what a series applies on).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+from .series import patches_dir, read_series
+from .source import Tree
+from .util import LabError, git, run, say
+
+TOPICS_FILE = "topics"
+_LINE = re.compile(r"^([a-z][a-z0-9-]*)\s+(\d+)(?:-(\d+))?\s+(\S.*)$")
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    first: int            # 1-based positions in patches/series, inclusive
+    last: int
+    title: str
+    rfc: bool = False      # mailed as [RFC PATCH]: a title starting with "[RFC] "
+
+    def patches(self, series: List[Path]) -> List[Path]:
+        return series[self.first - 1:self.last]
+
+
+def parse_topics(text: str, count: int, where: str = TOPICS_FILE) -> List[Topic]:
+    """The topics of a patches/topics text for a series of COUNT patches:
+    contiguous, in order, covering it; the first is the prerequisite."""
+    out: List[Topic] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _LINE.match(line)
+        if not m:
+            raise LabError(f"{where}:{n}: expected 'NAME FIRST[-LAST] TITLE', got {raw!r}")
+        first = int(m.group(2))
+        last = int(m.group(3) or first)
+        expected = out[-1].last + 1 if out else 1
+        if first != expected or last < first:
+            raise LabError(f"{where}:{n}: {m.group(1)} starts at patch {first}, "
+                           f"expected {expected} (topics are contiguous, in order)")
+        if any(t.name == m.group(1) for t in out):
+            raise LabError(f"{where}:{n}: topic {m.group(1)} named twice")
+        title = m.group(4).strip()
+        rfc = title.startswith("[RFC] ")
+        out.append(Topic(m.group(1), first, last, title[len("[RFC] "):] if rfc else title, rfc))
+    if out and out[-1].last != count:
+        raise LabError(f"{where}: the topics end at patch {out[-1].last}, "
+                       f"the series has {count}")
+    return out
+
+
+def read_topics(folder: Optional[Path] = None) -> List[Topic]:
+    folder = patches_dir() if folder is None else folder
+    path = folder / TOPICS_FILE
+    if not path.is_file():
+        return []
+    return parse_topics(path.read_text(), len(read_series(folder)), str(path))
+
+
+def get_topic(name: str, folder: Optional[Path] = None) -> Topic:
+    topics = read_topics(folder)
+    for t in topics:
+        if t.name == name:
+            return t
+    raise LabError(f"unknown topic {name!r}; known: {', '.join(t.name for t in topics)}")
+
+
+def topic_patches(name: str, folder: Optional[Path] = None) -> Tuple[List[Path], List[Path]]:
+    """(prerequisite patches, the topic's patches); the prerequisite's own
+    topic has no prerequisite."""
+    folder = patches_dir() if folder is None else folder
+    series = read_series(folder)
+    topics = read_topics(folder)
+    topic = get_topic(name, folder)
+    if topic == topics[0]:
+        return [], topic.patches(series)
+    return topics[0].patches(series), topic.patches(series)
+
+
+def cover_text(name: str, folder: Optional[Path] = None) -> Tuple[str, str]:
+    """(subject, body) of patches/covers/NAME.txt."""
+    folder = patches_dir() if folder is None else folder
+    path = folder / "covers" / f"{name}.txt"
+    if not path.is_file():
+        raise LabError(f"no cover letter for topic {name}: {path}")
+    subject, _, body = path.read_text().partition("\n\n")
+    return " ".join(subject.split()), body.strip("\n")
+
+
+# ------------------------------------------------------------------ git am
+
+def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path) -> Tuple[bool, str]:
+    """What git am of PATCHES onto ONTO makes, without a checkout: each patch
+    applied to a scratch index (git apply --cached, as strict as git am) and
+    committed with its author, date and message (git mailinfo).  Returns
+    (applied, the last commit or why not)."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, GIT_INDEX_FILE=str(scratch / "index"))
+    gitc = ["git", "-C", str(tree.path)]
+    run(gitc + ["read-tree", onto], env=env, capture=True)
+    parent = onto
+    for patch in patches:
+        msg, diff = scratch / "msg", scratch / "diff"
+        info = run(gitc + ["mailinfo", str(msg), str(diff)], capture=True,
+                   input=patch.read_text()).stdout
+        fields = dict(ln.split(": ", 1) for ln in info.splitlines() if ": " in ln)
+        done = run(gitc + ["apply", "--cached", str(diff)], env=env, capture=True, check=False)
+        if done.returncode != 0:
+            first = (done.stderr.strip().splitlines() or ["git apply failed"])[0]
+            return False, f"{patch.name}: {first}"
+        tree_id = run(gitc + ["write-tree"], env=env, capture=True).stdout.strip()
+        body = msg.read_text().strip("\n")
+        message = fields.get("Subject", patch.name) + ("\n\n" + body if body else "") + "\n"
+        cenv = dict(env, GIT_AUTHOR_NAME=fields.get("Author", "schedlab"),
+                    GIT_AUTHOR_EMAIL=fields.get("Email", "schedlab@localhost"),
+                    GIT_AUTHOR_DATE=fields.get("Date", ""),
+                    GIT_COMMITTER_NAME="schedlab", GIT_COMMITTER_EMAIL="schedlab@localhost")
+        parent = run(gitc + ["commit-tree", tree_id, "-p", parent], env=cenv, capture=True,
+                     input=message).stdout.strip()
+    return True, parent
+
+
+@dataclass(frozen=True)
+class ApplyCheck:
+    what: str
+    ok: bool
+    detail: str
+
+
+def check_apply(tree: Tree, folder: Optional[Path] = None) -> List[ApplyCheck]:
+    """Each topic alone onto the base plus the prerequisite, and all in the
+    stacked order, with git am (no build)."""
+    folder = patches_dir() if folder is None else folder
+    series = read_series(folder)
+    topics = read_topics(folder)
+    if not topics:
+        raise LabError(f"{folder / TOPICS_FILE} names no topics")
+    out: List[ApplyCheck] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        ok, pre = _am(tree, tree.base, topics[0].patches(series), Path(tmp) / "pre")
+        out.append(ApplyCheck(f"{topics[0].name} onto the base", ok, pre if not ok else ""))
+        if not ok:
+            return out
+        for t in topics[1:]:
+            ok, why = _am(tree, pre, t.patches(series), Path(tmp) / t.name)
+            out.append(ApplyCheck(f"{t.name} alone onto the base + {topics[0].name}", ok,
+                                  "" if ok else why))
+        ok, why = _am(tree, tree.base, series, Path(tmp) / "all")
+        out.append(ApplyCheck("all topics in the stacked order", ok, "" if ok else why))
+    return out
+
+
+def report_apply(checks: List[ApplyCheck]) -> Tuple[str, bool]:
+    lines = [f"  [{'ok' if c.ok else 'FAIL'}] {c.what}" + (f": {c.detail}" if c.detail else "")
+             for c in checks]
+    ok = all(c.ok for c in checks)
+    return "\n".join(lines + [f"topics: {sum(c.ok for c in checks)} of {len(checks)} apply"]), ok
+
+
+# ------------------------------------------------------------------ mail
+
+def mail(tree: Tree, name: str, out: Path, reroll: Optional[int] = None,
+         folder: Optional[Path] = None) -> List[Path]:
+    """A topic as format-patch files in OUT, ready for git send-email: its
+    cover letter from patches/covers/NAME.txt, base-commit: the tree's base,
+    prerequisite-patch-id: lines for the prerequisite's patches."""
+    pre, own = topic_patches(name, folder)
+    topic = get_topic(name, folder)
+    subject, body = cover_text(name, folder)
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob("*.patch")):
+        raise LabError(f"{out} has .patch files already: give an empty folder")
+    with tempfile.TemporaryDirectory() as tmp:
+        ok, pre_commit = _am(tree, tree.base, pre, Path(tmp) / "pre")
+        if not ok:
+            raise LabError(f"the prerequisite does not apply onto the base: {pre_commit}")
+        ok, tip = _am(tree, pre_commit, own, Path(tmp) / "topic")
+        if not ok:
+            raise LabError(f"topic {name} does not apply onto the prerequisite: {tip}")
+        args = ["format-patch", "-q", "-o", str(out), "--cover-letter", "--no-signature",
+                "--abbrev=12", "--zero-commit", f"--base={tree.base}", f"{pre_commit}..{tip}"]
+        prefix = ("RFC PATCH" if topic.rfc else "PATCH") + \
+            (f" v{reroll}" if reroll and reroll > 1 else "")
+        args.insert(1, f"--subject-prefix={prefix}")
+        git(tree.path, *args)
+    files = sorted(out.glob("*.patch"))
+    cover = files[0]
+    text = cover.read_text().replace("*** SUBJECT HERE ***", subject, 1)
+    cover.write_text(text.replace("*** BLURB HERE ***", body, 1))
+    say(f"  topic {name}: {len(files) - 1} patch(es) and a cover letter in {out}")
+    return files
+

@@ -1,0 +1,117 @@
+"""The topic series: patches/topics parsing, git am of each topic alone and
+of all in order (on a small repository), and a topic written for mail."""
+
+import re
+import subprocess
+
+import pytest
+
+from schedlab import topics
+from schedlab.source import Tree
+from schedlab.util import LabError
+
+
+def test_topics_are_contiguous_in_order_and_cover_the_series():
+    text = "# comment\nkunit 1-2 Core\nswb 3-5 Scan\nnewidle 6 [RFC] Factor\n"
+    got = topics.parse_topics(text, 6)
+    assert [t.rfc for t in got] == [False, False, True] and got[2].title == "Factor"
+    assert [(t.name, t.first, t.last) for t in got] == [("kunit", 1, 2), ("swb", 3, 5),
+                                                        ("newidle", 6, 6)]
+    assert got[1].title == "Scan"
+
+
+@pytest.mark.parametrize("text,count,msg", [
+    ("kunit 1-2 Core\nswb 4-5 Scan\n", 5, "starts at patch 4, expected 3"),
+    ("kunit 1-2 Core\nswb 3-4 Scan\n", 5, "end at patch 4, the series has 5"),
+    ("kunit 1-2 Core\nkunit 3 Again\n", 3, "named twice"),
+    ("kunit one Core\n", 1, "expected 'NAME FIRST[-LAST] TITLE'"),
+    ("kunit 2-1 Core\n", 2, "starts at patch 2, expected 1"),
+])
+def test_bad_topics_are_refused(text, count, msg):
+    with pytest.raises(LabError, match=re.escape(msg)):
+        topics.parse_topics(text, count)
+
+
+def _repo(tmp_path):
+    repo = tmp_path / "linux"
+    repo.mkdir()
+
+    def g(*a, **kw):
+        return subprocess.run(["git", "-C", str(repo), *a], check=True, capture_output=True,
+                              text=True, **kw).stdout.strip()
+    g("init", "-q")
+    g("config", "user.name", "T")
+    g("config", "user.email", "t@example.test")
+    for name in ("core.c", "a.c", "b.c"):
+        (repo / name).write_text("".join(f"line {i}\n" for i in range(20)))
+    g("add", "-A")
+    g("commit", "-q", "-m", "base")
+    base = g("rev-parse", "HEAD")
+    return g, repo, base
+
+
+def _commit(g, repo, name, line, new, subject):
+    path = repo / name
+    lines = path.read_text().splitlines(keepends=True)
+    lines[line] = new + "\n"
+    path.write_text("".join(lines))
+    g("commit", "-q", "-am", subject)
+
+
+def _series(tmp_path, g, base):
+    """patches/ of the three commits: kunit, ta, tb, one patch each."""
+    out = tmp_path / "patches"
+    out.mkdir()
+    names = g("format-patch", "-o", str(out), f"{base}..HEAD").split("\n")
+    (out / "series").write_text("".join(p.rsplit("/", 1)[1] + "\n" for p in names))
+    (out / "topics").write_text("kunit 1 Core\nta 2 A\ntb 3 [RFC] B\n")
+    return out
+
+
+def _lab(tmp_path, b_file="b.c", b_subject="b: Change"):
+    """A repository with the series kunit (core.c), ta (a.c) and tb
+    (B_FILE, line 5: a.c makes tb depend on ta) and its patches/ folder."""
+    g, repo, base = _repo(tmp_path)
+    _commit(g, repo, "core.c", 1, "core", "core: Add")
+    _commit(g, repo, "a.c", 5, "topic a", "a: Change")
+    _commit(g, repo, b_file, 5, "topic b", b_subject)
+    tree = Tree(key="t", path=repo, base=base, description="t")
+    return g, tree, _series(tmp_path, g, base)
+
+
+def test_each_topic_applies_alone_and_all_in_order(tmp_path):
+    g, tree, folder = _lab(tmp_path)
+    checks = topics.check_apply(tree, folder)
+    text, ok = topics.report_apply(checks)
+    assert ok, text
+    assert [c.what for c in checks] == ["kunit onto the base", "ta alone onto the base + kunit",
+                                        "tb alone onto the base + kunit",
+                                        "all topics in the stacked order"]
+    assert g("status", "--porcelain") == ""          # no checkout, no stray files
+
+
+def test_a_topic_that_needs_another_is_named(tmp_path):
+    _, tree, folder = _lab(tmp_path, b_file="a.c", b_subject="b: Change what a changed")
+    text, ok = topics.report_apply(topics.check_apply(tree, folder))
+    assert not ok
+    assert "[FAIL] tb alone onto the base + kunit: 0003-b-Change-what-a-changed.patch" in text
+    assert "[ok] all topics in the stacked order" in text
+
+
+def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
+    _, tree, folder = _lab(tmp_path)
+    (folder / "covers").mkdir()
+    (folder / "covers" / "tb.txt").write_text("b: The B topic\n\nWhy B.\n")
+    out = tmp_path / "mail"
+    files = topics.mail(tree, "tb", out, reroll=2, folder=folder)
+    assert [f.name for f in files] == ["0000-cover-letter.patch", "0001-b-Change.patch"]
+    cover = files[0].read_text()
+    assert "Subject: [RFC PATCH v2 0/1] b: The B topic" in cover
+    assert "Why B." in cover
+    assert f"base-commit: {tree.base}" in cover
+    assert cover.count("prerequisite-patch-id:") == 1
+    assert "Subject: [RFC PATCH v2 1/1] b: Change" in files[1].read_text()
+    with pytest.raises(LabError, match="has .patch files already"):
+        topics.mail(tree, "tb", out, folder=folder)
+    with pytest.raises(LabError, match="unknown topic 'tc'"):
+        topics.mail(tree, "tc", tmp_path / "other", folder=folder)
