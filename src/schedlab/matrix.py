@@ -2,7 +2,7 @@
 
 A cell is a record: an architecture, Kconfig requests applied in order on
 top of tinyconfig, how the series' KUnit option is set, its tier and why it
-is in the matrix.  A cell runs in five steps, in the lab's tree checked out
+is in the matrix.  A cell runs in these steps, in the lab's tree checked out
 at the commit under test:
 
   make O=DIR ARCH=A [CROSS_COMPILE=...] tinyconfig
@@ -41,11 +41,10 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import build as buildmod
-from . import series, series_check
+from . import procs, series, series_check
 from .source import Tree
 from .util import LabError, fmt_secs, git, log_dir, log_says_disk_full, say, work_dir
 from .util import run as run_cmd
-from . import procs
 
 Options = Tuple[Tuple[str, str], ...]     # (SYMBOL without CONFIG_, "y" or "n"), in order
 
