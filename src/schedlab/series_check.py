@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from . import build as buildmod
+from . import topics
 from .series import ensure_variant, parse_patch, patches_dir, read_series
 from .source import Tree
 from .targets import TARGETS, BootTarget
@@ -311,3 +312,13 @@ def report(results: List[PatchCheck]) -> Tuple[str, bool]:
         for n in r.notes:
             lines.append(f"      {n}")
     return "\n".join(lines), ok
+
+
+def check_all(tree: Tree, ppc: bool = True) -> Tuple[str, bool]:
+    """The per-patch checks, then (when patches/topics names topics) that each
+    topic applies alone and all in order: the text and the verdict."""
+    text, ok = report(check(tree, ppc=ppc))
+    if topics.read_topics():
+        applies_text, applies = topics.report_apply(topics.check_apply(tree))
+        text, ok = text + "\n" + applies_text, ok and applies
+    return text, ok

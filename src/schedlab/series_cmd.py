@@ -71,12 +71,8 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         if not series.read_series(series.patches_dir()):
             say("  the series is empty: nothing to check")
             return 0
-        text, ok = series_check.report(series_check.check(tree, ppc=ppc))
+        text, ok = series_check.check_all(tree, ppc=ppc)
         say(text)
-        if topics.read_topics():
-            text, applies = topics.report_apply(topics.check_apply(tree))
-            say(text)
-            ok = ok and applies
         return 0 if ok else 1
     if action == "matrix":
         text, ok = matrix.run(tree, "full" if full else "default", cells=cells, end=end)

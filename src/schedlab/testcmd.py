@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import deps, guests, kselftest, kunit, kunit_tool, matrix, pipeline, series
-from . import series_check, topics
+from . import deps, guests, kselftest, kunit, kunit_tool, matrix, pipeline, series, series_check
 from . import peer_tests as peermod
 from . import soak as soakmod
 from . import stages as stagemod
@@ -93,12 +92,8 @@ def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
         if not series.read_series(series.patches_dir()):
             say("  the series is empty: nothing to check")
             return True
-        text, ok = series_check.report(series_check.check(ctx["tree"], ppc=ppc))
+        text, ok = series_check.check_all(ctx["tree"], ppc=ppc)
         say(text)
-        if topics.read_topics():
-            text, applies = topics.report_apply(topics.check_apply(ctx["tree"]))
-            say(text)
-            ok = ok and applies
         return ok
     return body
 
