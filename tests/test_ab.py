@@ -57,3 +57,14 @@ not ok 1 knob.large_factor_cuts_newidle_balancing
             "# ERROR SPAWNING TEST CHILD\n"
             "#          FAIL  knob.round_trip\n")
     assert kselftest.report_lines(hung, "newidle_gate_test") == hung.splitlines()[1:]
+
+
+def test_ab_arms_of_a_topic():
+    """--topic NAME: base against the base plus the KUnit series and NAME;
+    arms may name topic variants; --topic with --arm is refused."""
+    assert ab.parse_arms(None, "swb") == [ab.Arm("base", "base"), ab.Arm("swb", "topic-swb")]
+    arms = ab.parse_arms(["ref=topic-kunit", "swb=topic-swb"])
+    assert [a.variant for a in arms] == ["topic-kunit", "topic-swb"]
+    for bad, topic in ((["a=base", "b=patched"], "swb"), (["a=base", "b=topic-nope"], None)):
+        with pytest.raises(LabError):
+            ab.parse_arms(bad, topic)

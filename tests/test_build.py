@@ -56,6 +56,19 @@ def test_lab_and_probe_differ_in_the_kunit_option_alone():
     assert diff == {"CONFIG_SCHED_FAIR_KUNIT_TEST"}
 
 
+def test_icount_is_the_probe_config_with_jump_label():
+    """Under icount (single-thread TCG) the guest may patch its text: static
+    keys as distributions have them, the rest the probe kernel's."""
+    arch = b.get_arch("x86_64")
+    probe = b.merge_fragments([f.read_text() for f in b.config_fragments("probe", arch)])
+    icount = b.merge_fragments([f.read_text() for f in b.config_fragments("icount", arch)])
+    diff = {k for k in set(probe) | set(icount) if probe.get(k) != icount.get(k)}
+    assert diff == {"CONFIG_JUMP_LABEL"} and icount["CONFIG_JUMP_LABEL"] == "y"
+    from schedlab.spec import probe_build
+    assert probe_build("base", accel="icount").config == "icount"
+    assert probe_build("base").config == "probe"
+
+
 def test_ppc64le_lab_is_the_initramfs_guest():
     """No vng or trace fragment (a cold build half as long), what the initramfs needs."""
     arch = b.get_arch("ppc64le")

@@ -153,3 +153,38 @@ def test_read_lines_with_writes_add_a_column():
     assert table[0].endswith("| sums written / balances leaving them |")
     assert table[2].endswith("| 288 / 2304 |")
     assert table[3].endswith("|  |")
+
+
+def test_reference_counts_fill_the_upstream_columns():
+    """The suite prints this kernel's counts only; a reference run (the KUnit
+    series alone: v7.3's code) fills the upstream columns, row by row, and
+    only where both ran the same patterns; then the targets are checked."""
+    ours = ("swb-probes: fixture=smt8-2x12x8 busy=100 patterns=16 pass_probes=574 "
+            "pass_calls=400 max_call_probes=96 levels=SMT:0,MC:192,NUMA:382\n"
+            "swb-probes: fixture=smt8-2x12x8 busy=90 patterns=16 pass_probes=626 "
+            "pass_calls=500 max_call_probes=96 levels=SMT:0,MC:300,NUMA:326\n"
+            "swb-calls: fixture=smt8-2x12x8 patterns=2006 calls=100 probes=300 "
+            "max_call_probes=96 stale_probes=310 stale_max_call_probes=97\n")
+    ref = ("swb-probes: fixture=smt8-2x12x8 busy=100 patterns=16 pass_probes=4032 "
+           "pass_calls=400 max_call_probes=98 levels=SMT:192,MC:1536,NUMA:2304\n"
+           "swb-probes: fixture=smt8-2x12x8 busy=90 patterns=8 pass_probes=3222 "
+           "pass_calls=500 max_call_probes=98 levels=SMT:192,MC:1000,NUMA:2030\n"
+           "swb-calls: fixture=smt8-2x12x8 patterns=2006 calls=100 probes=1500 "
+           "max_call_probes=98 stale_probes=1500 stale_max_call_probes=98\n")
+    rows, calls = r.merge_reference(r.parse_probe_lines(ours), r.parse_call_lines(ours),
+                                    r.parse_probe_lines(ref), r.parse_call_lines(ref))
+    assert rows[0].fields["upstream_pass_probes"] == "4032"
+    assert rows[0].fields["upstream_levels"] == "SMT:192,MC:1536,NUMA:2304"
+    assert "upstream_pass_probes" not in rows[1].fields       # 8 patterns, not 16
+    assert calls[0]["upstream_probes"] == "1500"
+    table = r.call_table(calls).splitlines()
+    assert "| 15.00 | 3.00 | 5.00x | 96 (98) |" in table[2]
+    lines = r.report_lines(rows, calls)
+    assert any("smt8-2x12x8 100% busy: 7.02x fewer probes per pass, target >= 6x: met" in ln
+               for ln in lines)
+    assert any("smt8-2x12x8 90% busy: no upstream comparison in the output (MISSED)" in ln
+               for ln in lines)
+    # Without a reference: this kernel's counts, no targets.
+    alone = r.report_lines(r.parse_probe_lines(ours), r.parse_call_lines(ours))
+    assert alone and not any("target" in ln for ln in alone)
+    assert "|  | 3.00 |  | 96 |" in r.call_table(r.parse_call_lines(ours)).splitlines()[2]

@@ -115,3 +115,23 @@ def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
         topics.mail(tree, "tb", out, folder=folder)
     with pytest.raises(LabError, match="unknown topic 'tc'"):
         topics.mail(tree, "tc", tmp_path / "other", folder=folder)
+
+
+def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
+    """topic-NAME builds the prerequisite series and NAME's patches;
+    topic-kunit the prerequisite alone; base and patched are not topics."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    names = [f"000{i}-p{i}.patch" for i in range(1, 5)]
+    for n in names:
+        (folder / n).write_text("x\n")
+    (folder / "series").write_text("".join(n + "\n" for n in names))
+    (folder / "topics").write_text("kunit 1 Core\nta 2-3 A\ntb 4 B\n")
+    assert topics.variant_names(folder) == ["base", "patched", "topic-kunit", "topic-ta",
+                                            "topic-tb"]
+    assert [p.name for p in topics.variant_series("topic-ta", folder)] == names[:3]
+    assert [p.name for p in topics.variant_series("topic-tb", folder)] == [names[0], names[3]]
+    assert [p.name for p in topics.variant_series("topic-kunit", folder)] == names[:1]
+    assert topics.variant_series("patched", folder) is None
+    with pytest.raises(LabError):
+        topics.variant_series("topic-nope", folder)

@@ -40,6 +40,7 @@ from . import plots as plotmod
 from . import results as resmod
 from . import resume
 from . import tables as tablemod
+from . import topics as topicmod
 from .plan import Plan
 from .spec import TreeSpec, built, probe_build
 from .util import LabError, Stages, say
@@ -57,18 +58,26 @@ DEFAULT_ARMS = (Arm("base", "base"), Arm("patched", "patched"))
 _ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
-def parse_arms(items: Optional[List[str]]) -> List[Arm]:
+def parse_arms(items: Optional[List[str]], topic: Optional[str] = None) -> List[Arm]:
     """--arm NAME=VARIANT[:KNOB=VALUE...], in the order given (the first is the
-    reference every other arm is compared with)."""
+    reference every other arm is compared with).  VARIANT: base, patched or
+    topic-NAME (topics.variant_names()).  topic, without arms: base against
+    the base plus the KUnit series and that topic."""
+    if items and topic:
+        raise LabError(f"--topic {topic} and --arm: give the topic's arm as "
+                       f"--arm {topic}={topicmod.VARIANT_PREFIX}{topic}")
+    if topic:
+        return [Arm("base", "base"), Arm(topic, topicmod.VARIANT_PREFIX + topic)]
     if not items:
         return list(DEFAULT_ARMS)
+    known = topicmod.variant_names()
     arms: List[Arm] = []
     for item in items:
         name, eq, rest = item.partition("=")
         variant, *knobs = rest.split(":")
-        if not eq or not _ARM_NAME.fullmatch(name) or variant not in ("base", "patched"):
+        if not eq or not _ARM_NAME.fullmatch(name) or variant not in known:
             raise LabError(f"--arm {item!r}: expected NAME=VARIANT[:KNOB=VALUE...], VARIANT "
-                           "base or patched, e.g. x4=patched:newidle_cost_pct=400")
+                           f"one of {', '.join(known)}, e.g. x4=patched:newidle_cost_pct=400")
         if any(a.name == name for a in arms):
             raise LabError(f"--arm {name} is given twice")
         arms.append(Arm(name, variant, tuple(planmod.parse_knobs(knobs).items())))
@@ -156,9 +165,11 @@ def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
         tree = req.tree.resolve()
         say(f"  base: {tree.description}")
     built_by = {}
-    for variant in [v for v in ("base", "patched") if any(a.variant == v for a in req.arms)]:
-        with st.stage(f"build {variant} (probe config + measurement series)"):
-            built_by[variant] = built(tree, probe_build(variant, arch=req.arch))
+    for variant in dict.fromkeys(a.variant for a in req.arms):
+        config = probe_build(variant, accel=req.plan.accel).config
+        with st.stage(f"build {variant} ({config} config + measurement series)"):
+            built_by[variant] = built(tree, probe_build(variant, arch=req.arch,
+                                                        accel=req.plan.accel))
     return tree, built_by
 
 

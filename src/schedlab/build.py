@@ -30,6 +30,7 @@ CONFIG_DIR = PACKAGE / "configs"
 CONFIGS: Dict[str, List[str]] = {
     "lab": ["vng", "lab", "trace"],
     "probe": ["vng", "lab", "trace", "probe"],
+    "icount": ["vng", "lab", "trace", "probe", "icount"],
     "debug": ["vng", "lab", "debug"],
     "kcsan": ["vng", "lab", "kcsan"],
 }

@@ -27,14 +27,14 @@ from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series_cmd, 
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import results as resmod
-from . import series
+from . import series, topics
 from . import soak as soakmod
 from . import targets
 from . import topology as topomod
 from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, debug_command, add_online, add_plan_opts,
                       add_topology, add_tree_opts, add_vm_opts, build_spec, command,
                       knob_arg, label_arg, plan_request, positive_int, result_set_arg,
-                      add_matrix_opts, add_topic_opts, tree_spec, vm_options)
+                      add_matrix_opts, add_topic_opts, topic_arg, tree_spec, vm_options)
 from .plan import KNOB_DIR
 from .spec import BuildSpec, built
 from .util import LabError, eprint, say, set_repo
@@ -91,17 +91,19 @@ def add_series(sub: Sub) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.host_config:
         # An installable kernel for this machine, always with the measurement series.
-        commit = series.ensure_variant(tree, args.variant, True)
-        buildmod.build_host(tree, args.variant, commit,
+        variant = spec.variant
+        commit = series.ensure_variant(tree, variant, True, topics.variant_series(variant))
+        buildmod.build_host(tree, variant, commit,
                             buildmod.host_config_source(args.host_config),
                             localmodconfig=args.localmodconfig,
                             package=False if args.no_deb else None,
                             configure_only=args.configure_only)
         return 0
-    built(tree, build_spec(args))
+    built(tree, spec)
     return 0
 
 
@@ -128,7 +130,8 @@ def add_build(sub: Sub) -> None:
 def cmd_vm(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     guests.check_request(args.arch, vm_options(args), command)
-    result = built(tree_spec(args).resolve(), build_spec(args))
+    spec = build_spec(args)
+    result = built(tree_spec(args).resolve(), spec)
     return guests.check_topology(args.arch, result.image, topomod.parse_topology(args.topology),
                                  vm_options(args), command)
 
@@ -146,17 +149,22 @@ def add_vm(sub: Sub) -> None:
 
 
 def cmd_kunit(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.kunit_py:
-        result = built(tree, BuildSpec(args.variant, "lab", args.arch, False, args.no_build))
+        result = built(tree, BuildSpec(spec.variant, "lab", args.arch, False, args.no_build))
         return 0 if kunit_tool.run_readme_command(tree.path, tree.key, result.image,
                                                   targets.get_target(args.arch).arch) else 1
-    result = built(tree, build_spec(args))
+    reference = None
+    if args.reference:
+        first = topics.read_topics()[0].name
+        reference = built(tree, spec.with_(variant=topics.VARIANT_PREFIX + first)).image
+    result = built(tree, spec)
     online = args.online
     if online is None and args.topology == kunit.DEFAULT_TOPOLOGY:
         online = kunit.DEFAULT_ONLINE
     ok = kunit.run_on(tree.path, result.image, args.topology, online, args.filter,
-                      args.timeout, arch=args.arch)
+                      args.timeout, arch=args.arch, reference=reference)
     return 0 if ok else 1
 
 
@@ -165,6 +173,8 @@ def add_kunit(sub: Sub) -> None:
                                          "possible, 2 online CPUs)", """
 ./schedlab kunit                           # every suite, 2x12x8 with 2 CPUs online
 ./schedlab kunit -t smt4-numa --filter 'sched_fair_lb.swb*'
+./schedlab kunit --reference               # and v7.3's probe counts: the targets
+./schedlab kunit --topic swb               # the base + the KUnit series + the swb topic
 ./schedlab kunit --kunit-py                # plain kunit.py, as the README shows""")
     add_tree_opts(s)
     add_build_opts(s)
@@ -176,6 +186,10 @@ def add_kunit(sub: Sub) -> None:
                       "compares a fixture with the live domains")
     g.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. "
                                                     "'sched_fair_lb.swb*'")
+    g.add_argument("--reference", action="store_true",
+                   help="also build the KUnit series alone and boot it first: its "
+                        "should_we_balance() probe counts are v7.3's, the upstream columns "
+                        "of the tables and what the targets compare with")
     g.add_argument("--kunit-py", action="store_true",
                    help="run the tree's own kunit.py as the README shows (its own build of "
                         "kernel/sched/.kunitconfig, the series' qemu config, TCG where KVM "
@@ -183,8 +197,9 @@ def add_kunit(sub: Sub) -> None:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
+    spec = build_spec(args)
     tree = tree_spec(args).resolve()
-    result = built(tree, build_spec(args))
+    result = built(tree, spec)
     return 0 if kselftest.run_selftest(tree, result.image, vm_options(args), args.boots) else 1
 
 
@@ -348,7 +363,7 @@ def add_tg_report(sub: Sub) -> None:
 
 def cmd_ab(args: argparse.Namespace) -> int:
     req = abmod.AbRequest(tree_spec(args), plan_request(args), args.topology,
-                          tuple(abmod.parse_arms(args.arm)),
+                          tuple(abmod.parse_arms(args.arm, args.topic)),
                           args.label or f"ab-{args.topology}", args.boots, args.fresh,
                           args.online, args.timeout, args.arch)
     return abmod.run(req, tables_only=args.tables_only)
@@ -359,7 +374,8 @@ def add_ab(sub: Sub) -> None:
                                    "the plan, compare", """
 ./schedlab ab                              # smt4, the default plan, headline at the end
 ./schedlab ab -t smt8 --boots 5 --plan stress-100,hackbench-process
-./schedlab ab --arm base=base --arm x4=patched:newidle_cost_pct=400""")
+./schedlab ab --arm base=base --arm x4=patched:newidle_cost_pct=400
+./schedlab ab --topic swb -t smt8          # base vs base + KUnit series + the swb topic""")
     add_tree_opts(s)
     add_plan_opts(s)
     g = s.add_argument_group("comparison")
@@ -378,6 +394,9 @@ def add_ab(sub: Sub) -> None:
                         "--arm base=base --arm default=patched "
                         "--arm x4=patched:newidle_cost_pct=400; every arm is "
                         "compared with the first, a knob arm also with its build's plain arm")
+    g.add_argument("--topic", type=topic_arg, metavar="NAME",
+                   help="base against the base plus the KUnit series and topic NAME of "
+                        "patches/topics (arms base and NAME; not with --arm)")
     g.add_argument("--tables-only", action="store_true",
                    help="no build, no measuring: the tables and plots again from the "
                         "results there (after 'reparse')")

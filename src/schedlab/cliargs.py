@@ -139,7 +139,12 @@ def add_arch(g: Any, help: str = "target architecture (default x86_64)",
 def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
                    commands: bool = False) -> None:
     g = p.add_argument_group("build")
-    g.add_argument("--variant", default="patched", choices=VARIANTS)
+    g.add_argument("--variant", default=None, choices=VARIANTS,
+                   help="base, or patched (the whole series; the default)")
+    g.add_argument("--topic", type=topic_arg, metavar="NAME",
+                   help="instead of a variant: the base plus the KUnit series and topic "
+                        "NAME of patches/topics, as it is mailed (kunit: the KUnit series "
+                        "alone, its tests on the base's code)")
     g.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
     add_arch(g, commands=commands)
     if measure:
@@ -149,9 +154,20 @@ def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
                    help="boot what is already built, without an incremental build")
 
 
+def build_variant(args: argparse.Namespace) -> str:
+    """--variant or --topic (not both): the name of the build variant."""
+    topic = getattr(args, "topic", None)
+    if topic and args.variant:
+        raise LabError(f"--variant {args.variant} and --topic {topic}: give one")
+    if topic:
+        from .topics import VARIANT_PREFIX
+        return VARIANT_PREFIX + topic
+    return args.variant or "patched"
+
+
 def build_spec(args: argparse.Namespace) -> BuildSpec:
-    return BuildSpec(args.variant, args.config, args.arch, getattr(args, "measure", False),
-                     getattr(args, "no_build", False))
+    return BuildSpec(build_variant(args), args.config, args.arch,
+                     getattr(args, "measure", False), getattr(args, "no_build", False))
 
 
 def add_online(g: Any, help: str = "bring up only K CPUs (kernel maxcpus=K)") -> None:

@@ -93,7 +93,7 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
 def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
               filter_glob: Optional[str] = None, timeout: float = 900,
               memory_mib: int = 2048, kernel_args: Sequence[str] = (),
-              arch: Optional[str] = None) -> KunitResult:
+              arch: Optional[str] = None, log_tag: str = "") -> KunitResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
     target = get_target(arch)
@@ -106,7 +106,7 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
     args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
                         filter_glob=filter_glob, kernel_args=kernel_args, arch=arch,
                         qemu=qemu)
-    log = log_dir() / f"kunit{target.log_suffix}-{topo.spec().replace(':', '-')}.log"
+    log = log_dir() / f"kunit{target.log_suffix}-{topo.spec().replace(':', '-')}{log_tag}.log"
     start = time.monotonic()
     run_in_group(args, log, timeout, "the KUnit boot")
     took = time.monotonic() - start
@@ -130,20 +130,38 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
                        reads=kunit_report.parse_read_lines(console))
 
 
+# What the reference boot runs: the cases that print the probe counts.
+REFERENCE_FILTER = "sched_fair_lb.swb_*"
+
+
 def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
            filter_glob: Optional[str], timeout: float, arch: Optional[str] = None,
-           require_live: bool = False) -> bool:
+           require_live: bool = False, reference: Optional[Path] = None) -> bool:
     """'./schedlab kunit' on one topology: boot, kunit.py's results, the
     series' tables and targets, a one-line total. True if every test passed
     or skipped and no should_we_balance() target was missed (require_live:
-    and the live-domain comparison ran and passed)."""
+    and the live-domain comparison ran and passed).  reference: the image of
+    the KUnit series alone, booted first on the same topology for v7.3's
+    probe counts (the targets are checked only with it)."""
     topo = topomod.parse_topology(topology)
     target = get_target(arch)
+    ref = None
+    if reference is not None:
+        say(f"  reference: the KUnit series alone ({REFERENCE_FILTER})")
+        ref = run_kunit(tree_path, reference, topo, online, filter_glob=REFERENCE_FILTER,
+                        timeout=timeout, arch=arch, log_tag="-reference")
+        if not ref.ok or not ref.rows:
+            say(f"  the reference boot did not give the probe counts: {ref.passed} passed, "
+                f"{ref.failed} failed (console: {ref.log})")
+            return False
     res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout,
                     arch=arch)
     say(res.summary.rstrip())
+    rows, calls = res.rows, res.calls
+    if ref is not None:
+        rows, calls = kunit_report.merge_reference(rows, calls, ref.rows, ref.calls)
     missed = 0
-    for text in kunit_report.report_lines(res.rows, res.calls):
+    for text in kunit_report.report_lines(rows, calls):
         say(text)
         missed += "(MISSED)" in text
     for text in kunit_report.reads_report_lines(res.reads):

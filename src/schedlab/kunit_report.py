@@ -2,12 +2,15 @@
 
 The suite sched_fair_lb prints, besides its KTAP results, one line per
 fixture and busy level ('swb-probes: fixture=... busy=... pass_probes=...')
-and one per fixture for the per-call comparison with a model of v7.3's
-should_we_balance() ('swb-calls: fixture=... calls=... probes=...
-upstream_probes=...'). This module parses those lines, renders them as
-Markdown tables (compare.render_table, as 'compare' renders its tables) and
-checks them against the series' goal: fewer idle-state probes per balance
-pass than v7.3, by at least PROBE_TARGETS' factor.
+and one per fixture with the per-call totals of its election cases
+('swb-calls: fixture=... calls=... probes=...'): this kernel's counts only.
+The suite has no model of v7.3's scan; v7.3's counts are the same lines
+from the suite run on the KUnit series alone ('./schedlab kunit
+--reference'), which merge_reference() files under 'upstream_*' keys.  This
+module parses those lines, renders them as Markdown tables
+(compare.render_table, as 'compare' renders its tables) and, with the
+reference, checks them against the series' goal: fewer idle-state probes
+per balance pass than v7.3, by at least PROBE_TARGETS' factor.
 
 The suite sched_fair_lb_stats prints the per-CPU runqueue reads of busy
 balancing over a simulated timeline, upstream vs with the cache of group
@@ -42,7 +45,7 @@ READ_TARGETS_HEADING = ("  targets (reads above the lowest level saved, at least
                         "shown):")
 
 # The series' goal: fewer idle-state probes per balance pass than v7.3 (the
-# suite's model of upstream), by at least this factor; (fixture, busy %) -> factor.
+# suite on the KUnit series alone), by at least this factor; (fixture, busy %) -> factor.
 PROBE_TARGETS = {
     ("smt8-2x12x8", 100): 6.0,
     ("smt8-2x12x8", 90): 3.5,
@@ -51,9 +54,10 @@ PROBE_TARGETS = {
     ("smt2-x86-2x16x2", 100): 4.0,
 }
 
-PROBES_HEADING = ("  should_we_balance() idle-state probes per balance pass, upstream (v7.3 "
-                  "model) vs this kernel (mean over seeded patterns):")
-CALLS_HEADING = "  idle-state probes per call, every level and dst of the comparison patterns:"
+PROBES_HEADING = ("  should_we_balance() idle-state probes per balance pass, upstream (v7.3: "
+                  "the suite on the KUnit series alone, with --reference) vs this kernel "
+                  "(mean over seeded patterns):")
+CALLS_HEADING = "  idle-state probes per call, every level and dst of the election patterns:"
 RATES_HEADING = ("  idle-state probes per second per CPU when busy, each level weighted by its "
                  "busy balance interval (span weight x busy_factor 16 ms, as "
                  "get_sd_balance_interval() starts it), from the per-pass probes by level:")
@@ -97,7 +101,7 @@ def _tagged_lines(console: str, tag: "re.Pattern[str]") -> List[Dict[str, str]]:
 
 def parse_call_lines(console: str) -> List[Dict[str, str]]:
     """The suite's 'swb-calls: key=value ...' lines (per-call totals of the
-    comparison with upstream), in order."""
+    election cases), in order."""
     return _tagged_lines(console, CALLS_LINE)
 
 
@@ -164,6 +168,39 @@ def _num(fields: Dict[str, str], key: str) -> Optional[int]:
         return None
 
 
+# The fields of a reference run filed under 'upstream_*' (this run's key ->
+# the reference's key).
+_REF_ROW_KEYS = {"upstream_pass_probes": "pass_probes",
+                 "upstream_max_call_probes": "max_call_probes",
+                 "upstream_levels": "levels"}
+_REF_CALL_KEYS = {"upstream_probes": "probes", "upstream_max_call_probes": "max_call_probes"}
+
+
+def merge_reference(rows: List[ProbeRow], calls: List[Dict[str, str]],
+                    ref_rows: List[ProbeRow], ref_calls: List[Dict[str, str]]
+                    ) -> Tuple[List[ProbeRow], List[Dict[str, str]]]:
+    """This run's lines with a reference run's counts (v7.3's: the suite on the
+    KUnit series alone) under 'upstream_*' keys, matched by fixture and busy
+    level (per call: by fixture, and only where both ran the same patterns)."""
+    by_key = {(r.fixture, r.busy): r.fields for r in ref_rows}
+    out_rows = []
+    for r in rows:
+        fields = dict(r.fields)
+        ref = by_key.get((r.fixture, r.busy))
+        if ref and ref.get("patterns") == fields.get("patterns"):
+            fields.update({k: ref[v] for k, v in _REF_ROW_KEYS.items() if v in ref})
+        out_rows.append(ProbeRow(r.fixture, r.busy, fields))
+    by_fixture = {c.get("fixture"): c for c in ref_calls}
+    out_calls = []
+    for c in calls:
+        merged = dict(c)
+        ref = by_fixture.get(c.get("fixture"))
+        if ref and ref.get("patterns") == c.get("patterns") and ref.get("calls") == c.get("calls"):
+            merged.update({k: ref[v] for k, v in _REF_CALL_KEYS.items() if v in ref})
+        out_calls.append(merged)
+    return out_rows, out_calls
+
+
 def probe_ratio(row: ProbeRow) -> Optional[float]:
     """Upstream probes per pass / this kernel's (None without both)."""
     ours, up = _num(row.fields, "pass_probes"), _num(row.fields, "upstream_pass_probes")
@@ -188,13 +225,16 @@ def call_table(lines: List[Dict[str, str]]) -> str:
     for f in lines:
         try:
             calls = int(f["calls"])
-            ours, up, stale = (int(f["probes"]) / calls, int(f["upstream_probes"]) / calls,
-                               int(f["stale_probes"]) / calls)
+            ours, stale = int(f["probes"]) / calls, int(f["stale_probes"]) / calls
         except (KeyError, ValueError, ZeroDivisionError):
             continue
-        body.append([f.get("fixture", "?"), f.get("patterns", ""), str(calls), f"{up:.2f}",
-                     f"{ours:.2f}", _fmt_ratio(up / ours if ours else None),
-                     f"{f.get('max_call_probes', '')} ({f.get('upstream_max_call_probes', '')})",
+        up_n = _num(f, "upstream_probes")
+        up = None if up_n is None else up_n / calls
+        up_max = f.get("upstream_max_call_probes")
+        body.append([f.get("fixture", "?"), f.get("patterns", ""), str(calls),
+                     "" if up is None else f"{up:.2f}", f"{ours:.2f}",
+                     _fmt_ratio(up / ours if up is not None and ours else None),
+                     f.get("max_call_probes", "") + (f" ({up_max})" if up_max else ""),
                      f"{stale:.2f} ({f.get('stale_max_call_probes', '')})"])
     return "\n".join(render_table(head, body, markdown=True)) if body else ""
 

@@ -267,7 +267,7 @@ def measure_build(tree_spec, variant: str, label: str, plan: Plan, topology: str
     deps.setup()
     plan.check_tools()
     tree = tree_spec.resolve()
-    result = built(tree, probe_build(variant, no_build, arch))
+    result = built(tree, probe_build(variant, no_build, arch, plan.accel))
     resume.check_builds(folder, record, {variant: {"commit": result.commit,
                                                    "release": result.release}})
     kept = _kept(label, record)

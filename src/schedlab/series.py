@@ -152,16 +152,20 @@ def variant_patches(variant: str, measure: bool) -> List[Path]:
     return patches
 
 
-def ensure_variant(tree: Tree, variant: str, measure: bool = False) -> str:
+def ensure_variant(tree: Tree, variant: str, measure: bool = False,
+                   series: Optional[List[Path]] = None) -> str:
     """The commit of a variant: base, or base plus the series; with measure,
-    the measurement series on top of that commit."""
-    variant_patches(variant, False)
+    the measurement series on top of that commit.  series: the patches of
+    any other variant (a topic's, topics.variant_series())."""
+    if series is None:
+        variant_patches(variant, False)
     if measure:
-        onto = ensure_variant(tree, variant, False)
+        onto = ensure_variant(tree, variant, False, series)
         patches, name = read_series(measure_dir()), variant + "+measure"
     else:
         onto = tree.base
-        patches = read_series() if variant == "patched" else []
+        patches = series if series is not None else (
+            read_series() if variant == "patched" else [])
         name = variant
     if not patches:
         tree.set_ref(name, onto)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import List, Optional, Tuple
 
 from . import build as buildmod
-from . import series, source
+from . import series, source, topics
 from .util import LabError, say
 
 
@@ -43,9 +43,12 @@ class BuildSpec:
         return replace(self, **changes)
 
 
-# The build every measurement uses: the probe config with the measurement series.
-def probe_build(variant: str, no_build: bool = False, arch: Optional[str] = None) -> BuildSpec:
-    return BuildSpec(variant, "probe", arch, True, no_build)
+# The build every measurement uses: the probe config with the measurement
+# series; under icount the same with JUMP_LABEL on (configs/icount.config),
+# static keys patched as distributions have them.
+def probe_build(variant: str, no_build: bool = False, arch: Optional[str] = None,
+                accel: str = "auto") -> BuildSpec:
+    return BuildSpec(variant, "icount" if accel == "icount" else "probe", arch, True, no_build)
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,8 @@ def built(tree: source.Tree, spec: BuildSpec) -> buildmod.BuildResult:
         info = buildmod.build_info(bdir)
         return buildmod.BuildResult(bdir, image, info.get("release", ""), 0.0,
                                     info.get("commit", ""))
-    commit = series.ensure_variant(tree, spec.variant, spec.measure)
+    commit = series.ensure_variant(tree, spec.variant, spec.measure,
+                                   topics.variant_series(spec.variant))
     return buildmod.build(tree, spec.name, commit, spec.config, spec.arch)
 
 

@@ -36,6 +36,8 @@ DEFAULT = targets.get_target(None)
 DEFAULT_TOPOLOGIES = DEFAULT.test_topologies
 # The other targets' stages in the full tier boot only their first topology
 # (their KUnit boots cover the others); 'test --arch A' boots every one.
+# The build whose KUnit probe counts are v7.3's: the KUnit series alone.
+REFERENCE_VARIANT = "topic-kunit"
 # The full tier's short soak (the floors scale with its length).
 SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
 
@@ -119,11 +121,13 @@ def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
     return body
 
 
-def _kunit(key: str, arch: str, name: str, online: Optional[int]) -> Callable[[Dict[str, Any]], bool]:
+def _kunit(key: str, arch: str, name: str, online: Optional[int],
+           reference: Optional[str] = None) -> Callable[[Dict[str, Any]], bool]:
     def body(ctx: Dict[str, Any]) -> bool:
         return kunit.run_on(ctx["tree"].path, ctx[key].image, name, online, None,
                             ctx["request"].vm.timeout, arch=arch,
-                            require_live=online is None)
+                            require_live=online is None,
+                            reference=ctx[reference].image if reference else None)
     return body
 
 
@@ -207,6 +211,15 @@ def stages_for(req: TestRequest) -> List[Stage]:
             Stage(f"icount integration ({topo}, swb-cost)",
                   _integration(pipeline.icount_integration), (probe,))]
     if req.full:
+        # v7.3's should_we_balance() probe counts: the suite on the KUnit
+        # series alone, the reference of the probe targets.
+        ref = f"build {REFERENCE_VARIANT}/lab (the KUnit series alone)"
+        t, online = DEFAULT.kunit_runs[0]
+        out += [Stage(ref, _build("reference", BuildSpec(REFERENCE_VARIANT, "lab")), ("fetch",),
+                      "full"),
+                Stage(f"KUnit on {t} with v7.3's probe counts (the probe targets)",
+                      _kunit("lab", DEFAULT.arch, t, online, reference="reference"),
+                      (lab, ref), "full")]
         debug = "build patched/debug"
         out += [Stage(debug, _build("debug", BuildSpec("patched", "debug")), ("fetch",), "full"),
                 Stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)", _soak,

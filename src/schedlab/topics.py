@@ -95,6 +95,25 @@ def topic_patches(name: str, folder: Optional[Path] = None) -> Tuple[List[Path],
     return topics[0].patches(series), topic.patches(series)
 
 
+# A build variant per topic: "topic-NAME" is the base plus the prerequisite
+# series and topic NAME, as a maintainer applies it ("topic-kunit": the
+# prerequisite alone, whose tests run on the base's code).
+VARIANT_PREFIX = "topic-"
+
+
+def variant_names(folder: Optional[Path] = None) -> List[str]:
+    """Every build variant: base, patched (the whole series) and one per topic."""
+    return ["base", "patched"] + [VARIANT_PREFIX + t.name for t in read_topics(folder)]
+
+
+def variant_series(variant: str, folder: Optional[Path] = None) -> Optional[List[Path]]:
+    """The patches of a topic variant, in order; None for base and patched."""
+    if not variant.startswith(VARIANT_PREFIX):
+        return None
+    pre, own = topic_patches(variant[len(VARIANT_PREFIX):], folder)
+    return pre + own
+
+
 def cover_text(name: str, folder: Optional[Path] = None) -> Tuple[str, str]:
     """(subject, body) of patches/covers/NAME.txt."""
     folder = patches_dir() if folder is None else folder
