@@ -68,3 +68,20 @@ def test_ab_arms_of_a_topic():
     for bad, topic in ((["a=base", "b=patched"], "swb"), (["a=base", "b=topic-nope"], None)):
         with pytest.raises(LabError):
             ab.parse_arms(bad, topic)
+
+
+def test_ab_arms_patch_by_patch():
+    """--topic swb --per-patch: base, then the topic's first 1, 2, 3 patches;
+    each patch compared with base and with the patch before it (its own
+    effect); --per-patch without --topic is refused."""
+    arms = ab.parse_arms(None, "swb", per_patch=True)
+    assert [(a.name, a.variant) for a in arms] == [
+        ("base", "base"), ("swb.1", "topic-swb@1"), ("swb.2", "topic-swb@2"),
+        ("swb", "topic-swb")]
+    pairs = [(a.name, b.name) for a, b in ab.arm_pairs(arms)]
+    assert pairs == [("base", "swb.1"), ("base", "swb.2"), ("base", "swb"),
+                     ("swb.1", "swb.2"), ("swb.2", "swb")]
+    assert ab.parse_arms(None, "newidle", per_patch=True) == [
+        ab.Arm("base", "base"), ab.Arm("newidle", "topic-newidle")]
+    with pytest.raises(LabError, match="needs --topic"):
+        ab.parse_arms(None, None, per_patch=True)

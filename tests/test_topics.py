@@ -128,10 +128,49 @@ def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
     (folder / "series").write_text("".join(n + "\n" for n in names))
     (folder / "topics").write_text("kunit 1 Core\nta 2-3 A\ntb 4 B\n")
     assert topics.variant_names(folder) == ["base", "patched", "topic-kunit", "topic-ta",
-                                            "topic-tb"]
+                                            "topic-ta@1", "topic-tb"]
     assert [p.name for p in topics.variant_series("topic-ta", folder)] == names[:3]
     assert [p.name for p in topics.variant_series("topic-tb", folder)] == [names[0], names[3]]
     assert [p.name for p in topics.variant_series("topic-kunit", folder)] == names[:1]
     assert topics.variant_series("patched", folder) is None
     with pytest.raises(LabError):
         topics.variant_series("topic-nope", folder)
+
+
+def test_topic_step_variants_stop_after_the_kth_patch(tmp_path):
+    """topic-NAME@K: the prerequisite and the first K patches of NAME, the
+    cumulative states of a per-patch measurement; K past the topic is refused."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    names = [f"000{i}-p{i}.patch" for i in range(1, 6)]
+    for n in names:
+        (folder / n).write_text("x\n")
+    (folder / "series").write_text("".join(n + "\n" for n in names))
+    (folder / "topics").write_text("kunit 1 Core\nta 2-4 A\ntb 5 B\n")
+    assert [p.name for p in topics.variant_series("topic-ta@1", folder)] == names[:2]
+    assert [p.name for p in topics.variant_series("topic-ta@2", folder)] == names[:3]
+    assert [p.name for p in topics.variant_series("topic-ta@3", folder)] == names[:4]
+    assert "topic-ta@2" in topics.variant_names(folder)
+    assert "topic-ta@3" not in topics.variant_names(folder)   # that is topic-ta
+    with pytest.raises(LabError, match="has 3 patch"):
+        topics.variant_series("topic-ta@4", folder)
+    with pytest.raises(LabError, match="unknown topic"):
+        topics.variant_series("topic-tc@1", folder)
+
+
+def test_step_before_chains_a_topic_patch_by_patch(tmp_path):
+    """Each patch of a topic is compared with the one before it: step_before
+    walks topic-NAME back to topic-NAME@1, then stops (its before is base)."""
+    folder = tmp_path / "patches"
+    folder.mkdir()
+    names = [f"000{i}-p{i}.patch" for i in range(1, 6)]
+    for n in names:
+        (folder / n).write_text("x\n")
+    (folder / "series").write_text("".join(n + "\n" for n in names))
+    (folder / "topics").write_text("kunit 1 Core\nta 2-4 A\ntb 5 B\n")
+    assert topics.steps("ta", folder) == ["topic-ta@1", "topic-ta@2", "topic-ta"]
+    assert topics.step_before("topic-ta", folder) == "topic-ta@2"
+    assert topics.step_before("topic-ta@2", folder) == "topic-ta@1"
+    assert topics.step_before("topic-ta@1", folder) is None
+    assert topics.step_before("topic-tb", folder) is None
+    assert topics.step_before("patched", folder) is None

@@ -58,16 +58,23 @@ DEFAULT_ARMS = (Arm("base", "base"), Arm("patched", "patched"))
 _ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
-def parse_arms(items: Optional[List[str]], topic: Optional[str] = None) -> List[Arm]:
+def parse_arms(items: Optional[List[str]], topic: Optional[str] = None,
+               per_patch: bool = False) -> List[Arm]:
     """--arm NAME=VARIANT[:KNOB=VALUE...], in the order given (the first is the
-    reference every other arm is compared with).  VARIANT: base, patched or
-    topic-NAME (topics.variant_names()).  topic, without arms: base against
-    the base plus the KUnit series and that topic."""
+    reference every other arm is compared with).  VARIANT: base, patched,
+    topic-NAME or topic-NAME@K (topics.variant_names()).  topic, without arms:
+    base against the base plus the KUnit series and that topic; with
+    per_patch, also an arm per patch of the topic (NAME.K, its first K)."""
     if items and topic:
         raise LabError(f"--topic {topic} and --arm: give the topic's arm as "
                        f"--arm {topic}={topicmod.VARIANT_PREFIX}{topic}")
+    if per_patch and not topic:
+        raise LabError("--per-patch needs --topic NAME")
     if topic:
-        return [Arm("base", "base"), Arm(topic, topicmod.VARIANT_PREFIX + topic)]
+        chain = topicmod.steps(topic) if per_patch else [topicmod.VARIANT_PREFIX + topic]
+        return [Arm("base", "base")] + [
+            Arm(topic if k == len(chain) else f"{topic}.{k}", v)
+            for k, v in enumerate(chain, 1)]
     if not items:
         return list(DEFAULT_ARMS)
     known = topicmod.variant_names()
@@ -88,8 +95,14 @@ def parse_arms(items: Optional[List[str]], topic: Optional[str] = None) -> List[
 
 def arm_pairs(arms: List[Arm]) -> List[Tuple[Arm, Arm]]:
     """What 'ab' compares: every arm with the first; an arm with knobs also with
-    the arm of the same build without knobs (the knob's own effect)."""
+    the arm of the same build without knobs (the knob's own effect); a topic's
+    patch also with the arm of its patch before (that patch's own effect)."""
     pairs = [(arms[0], a) for a in arms[1:]]
+    for a in arms[1:]:
+        before = topicmod.step_before(a.variant)
+        prev = [p for p in arms if p.variant == before and not p.knobs]
+        if not a.knobs and prev and prev[0] is not arms[0] and (prev[0], a) not in pairs:
+            pairs.append((prev[0], a))
     for a in arms[1:]:
         plain = [p for p in arms if p.variant == a.variant and not p.knobs]
         if a.knobs and plain and plain[0] is not arms[0] and (plain[0], a) not in pairs:

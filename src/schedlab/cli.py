@@ -363,7 +363,7 @@ def add_tg_report(sub: Sub) -> None:
 
 def cmd_ab(args: argparse.Namespace) -> int:
     req = abmod.AbRequest(tree_spec(args), plan_request(args), args.topology,
-                          tuple(abmod.parse_arms(args.arm, args.topic)),
+                          tuple(abmod.parse_arms(args.arm, args.topic, args.per_patch)),
                           args.label or f"ab-{args.topology}", args.boots, args.fresh,
                           args.online, args.timeout, args.arch)
     return abmod.run(req, tables_only=args.tables_only)
@@ -375,7 +375,8 @@ def add_ab(sub: Sub) -> None:
 ./schedlab ab                              # smt4, the default plan, headline at the end
 ./schedlab ab -t smt8 --boots 5 --plan stress-100,hackbench-process
 ./schedlab ab --arm base=base --arm x4=patched:newidle_cost_pct=400
-./schedlab ab --topic swb -t smt8          # base vs base + KUnit series + the swb topic""")
+./schedlab ab --topic swb -t smt8          # base vs base + KUnit series + the swb topic
+./schedlab ab --topic swb --per-patch -t smt8 --accel icount --probe swb-cost""")
     add_tree_opts(s)
     add_plan_opts(s)
     g = s.add_argument_group("comparison")
@@ -397,6 +398,9 @@ def add_ab(sub: Sub) -> None:
     g.add_argument("--topic", type=topic_arg, metavar="NAME",
                    help="base against the base plus the KUnit series and topic NAME of "
                         "patches/topics (arms base and NAME; not with --arm)")
+    g.add_argument("--per-patch", action="store_true",
+                   help="with --topic: also an arm per patch of the topic (NAME.K: its first "
+                        "K patches), each compared with the arm before it and with base")
     g.add_argument("--tables-only", action="store_true",
                    help="no build, no measuring: the tables and plots again from the "
                         "results there (after 'reparse')")

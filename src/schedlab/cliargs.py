@@ -108,6 +108,18 @@ def topic_arg(text: str) -> str:
     return text
 
 
+def topic_step_arg(text: str) -> str:
+    """A topic, or NAME@K: that topic's first K patches (a build variant)."""
+    from .topics import VARIANT_PREFIX, variant_names
+    name, at, _ = text.partition("@")
+    topic_arg(name)
+    if at and VARIANT_PREFIX + text not in variant_names():
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: not a patch of topic {name} before its last (NAME@K, K from 1; "
+            f"NAME alone is the whole topic)")
+    return text
+
+
 def add_topic_opts(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("series topics, mail")
     g.add_argument("--topic", type=topic_arg, metavar="NAME",
@@ -141,10 +153,11 @@ def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
     g = p.add_argument_group("build")
     g.add_argument("--variant", default=None, choices=VARIANTS,
                    help="base, or patched (the whole series; the default)")
-    g.add_argument("--topic", type=topic_arg, metavar="NAME",
+    g.add_argument("--topic", type=topic_step_arg, metavar="NAME[@K]",
                    help="instead of a variant: the base plus the KUnit series and topic "
                         "NAME of patches/topics, as it is mailed (kunit: the KUnit series "
-                        "alone, its tests on the base's code)")
+                        "alone, its tests on the base's code); NAME@K: only the topic's "
+                        "first K patches")
     g.add_argument("--config", default="lab", choices=sorted(buildmod.CONFIGS))
     add_arch(g, commands=commands)
     if measure:

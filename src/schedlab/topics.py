@@ -97,21 +97,57 @@ def topic_patches(name: str, folder: Optional[Path] = None) -> Tuple[List[Path],
 
 # A build variant per topic: "topic-NAME" is the base plus the prerequisite
 # series and topic NAME, as a maintainer applies it ("topic-kunit": the
-# prerequisite alone, whose tests run on the base's code).
+# prerequisite alone, whose tests run on the base's code).  "topic-NAME@K"
+# stops after the topic's K-th patch: the cumulative states a per-patch
+# measurement compares (v7.3, +1, +2, ... of one topic).
 VARIANT_PREFIX = "topic-"
+_STEP = re.compile(r"^(.+)@([1-9][0-9]*)$")
 
 
 def variant_names(folder: Optional[Path] = None) -> List[str]:
-    """Every build variant: base, patched (the whole series) and one per topic."""
-    return ["base", "patched"] + [VARIANT_PREFIX + t.name for t in read_topics(folder)]
+    """Every build variant: base, patched (the whole series), one per topic and
+    one per patch of a topic of several patches but its last (topic-NAME@K)."""
+    out = ["base", "patched"]
+    for t in read_topics(folder):
+        out.append(VARIANT_PREFIX + t.name)
+        out += [f"{VARIANT_PREFIX}{t.name}@{k}" for k in range(1, t.last - t.first + 1)]
+    return out
 
 
 def variant_series(variant: str, folder: Optional[Path] = None) -> Optional[List[Path]]:
     """The patches of a topic variant, in order; None for base and patched."""
     if not variant.startswith(VARIANT_PREFIX):
         return None
-    pre, own = topic_patches(variant[len(VARIANT_PREFIX):], folder)
+    name, upto = variant[len(VARIANT_PREFIX):], None
+    m = _STEP.match(name)
+    if m:
+        name, upto = m.group(1), int(m.group(2))
+    pre, own = topic_patches(name, folder)
+    if upto is not None:
+        if upto > len(own):
+            raise LabError(f"{variant}: topic {name} has {len(own)} patch(es)")
+        own = own[:upto]
     return pre + own
+
+
+def steps(name: str, folder: Optional[Path] = None) -> List[str]:
+    """The variants of topic NAME patch by patch: topic-NAME@1 ... topic-NAME."""
+    _, own = topic_patches(name, folder)
+    return [f"{VARIANT_PREFIX}{name}@{k}" for k in range(1, len(own))] + [VARIANT_PREFIX + name]
+
+
+def step_before(variant: str, folder: Optional[Path] = None) -> Optional[str]:
+    """The variant one patch before VARIANT within its topic (topic-NAME@K-1,
+    or for topic-NAME its last but one patch); None for a topic's first patch,
+    a topic of one patch, base and patched."""
+    if not variant.startswith(VARIANT_PREFIX):
+        return None
+    m = _STEP.match(variant[len(VARIANT_PREFIX):])
+    if m:
+        k = int(m.group(2))
+        return f"{VARIANT_PREFIX}{m.group(1)}@{k - 1}" if k > 1 else None
+    chain = steps(variant[len(VARIANT_PREFIX):], folder)
+    return chain[-2] if len(chain) > 1 else None
 
 
 def cover_text(name: str, folder: Optional[Path] = None) -> Tuple[str, str]:
