@@ -117,16 +117,22 @@ def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
         topics.mail(tree, "tc", tmp_path / "other", folder=folder)
 
 
-def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
-    """topic-NAME builds the prerequisite series and NAME's patches;
-    topic-kunit the prerequisite alone; base and patched are not topics."""
+def _series_of(tmp_path, count, topics_text):
+    """A patches/ folder of COUNT dummy patches split by TOPICS_TEXT."""
     folder = tmp_path / "patches"
     folder.mkdir()
-    names = [f"000{i}-p{i}.patch" for i in range(1, 5)]
+    names = [f"000{i}-p{i}.patch" for i in range(1, count + 1)]
     for n in names:
         (folder / n).write_text("x\n")
     (folder / "series").write_text("".join(n + "\n" for n in names))
-    (folder / "topics").write_text("kunit 1 Core\nta 2-3 A\ntb 4 B\n")
+    (folder / "topics").write_text(topics_text)
+    return folder, names
+
+
+def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
+    """topic-NAME builds the prerequisite series and NAME's patches;
+    topic-kunit the prerequisite alone; base and patched are not topics."""
+    folder, names = _series_of(tmp_path, 4, "kunit 1 Core\nta 2-3 A\ntb 4 B\n")
     assert topics.variant_names(folder) == ["base", "patched", "topic-kunit", "topic-ta",
                                             "topic-ta@1", "topic-tb"]
     assert [p.name for p in topics.variant_series("topic-ta", folder)] == names[:3]
@@ -140,13 +146,7 @@ def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
 def test_topic_step_variants_stop_after_the_kth_patch(tmp_path):
     """topic-NAME@K: the prerequisite and the first K patches of NAME, the
     cumulative states of a per-patch measurement; K past the topic is refused."""
-    folder = tmp_path / "patches"
-    folder.mkdir()
-    names = [f"000{i}-p{i}.patch" for i in range(1, 6)]
-    for n in names:
-        (folder / n).write_text("x\n")
-    (folder / "series").write_text("".join(n + "\n" for n in names))
-    (folder / "topics").write_text("kunit 1 Core\nta 2-4 A\ntb 5 B\n")
+    folder, names = _series_of(tmp_path, 5, "kunit 1 Core\nta 2-4 A\ntb 5 B\n")
     assert [p.name for p in topics.variant_series("topic-ta@1", folder)] == names[:2]
     assert [p.name for p in topics.variant_series("topic-ta@2", folder)] == names[:3]
     assert [p.name for p in topics.variant_series("topic-ta@3", folder)] == names[:4]
@@ -161,13 +161,7 @@ def test_topic_step_variants_stop_after_the_kth_patch(tmp_path):
 def test_step_before_chains_a_topic_patch_by_patch(tmp_path):
     """Each patch of a topic is compared with the one before it: step_before
     walks topic-NAME back to topic-NAME@1, then stops (its before is base)."""
-    folder = tmp_path / "patches"
-    folder.mkdir()
-    names = [f"000{i}-p{i}.patch" for i in range(1, 6)]
-    for n in names:
-        (folder / n).write_text("x\n")
-    (folder / "series").write_text("".join(n + "\n" for n in names))
-    (folder / "topics").write_text("kunit 1 Core\nta 2-4 A\ntb 5 B\n")
+    folder, names = _series_of(tmp_path, 5, "kunit 1 Core\nta 2-4 A\ntb 5 B\n")
     assert topics.steps("ta", folder) == ["topic-ta@1", "topic-ta@2", "topic-ta"]
     assert topics.step_before("topic-ta", folder) == "topic-ta@2"
     assert topics.step_before("topic-ta@2", folder) == "topic-ta@1"
