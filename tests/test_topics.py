@@ -133,8 +133,8 @@ def test_topic_variants_are_the_prerequisite_then_the_topic(tmp_path):
     """topic-NAME builds the prerequisite series and NAME's patches;
     topic-kunit the prerequisite alone; base and patched are not topics."""
     folder, names = _series_of(tmp_path, 4, "kunit 1 Core\nta 2-3 A\ntb 4 B\n")
-    assert topics.variant_names(folder) == ["base", "patched", "topic-kunit", "topic-ta",
-                                            "topic-ta@1", "topic-tb"]
+    assert topics.variant_names(folder) == ["base", "patched", "topic-kunit", "topic-ta@1",
+                                            "topic-ta", "topic-tb"]
     assert [p.name for p in topics.variant_series("topic-ta", folder)] == names[:3]
     assert [p.name for p in topics.variant_series("topic-tb", folder)] == [names[0], names[3]]
     assert [p.name for p in topics.variant_series("topic-kunit", folder)] == names[:1]

@@ -109,8 +109,7 @@ def variant_names(folder: Optional[Path] = None) -> List[str]:
     one per patch of a topic of several patches but its last (topic-NAME@K)."""
     out = ["base", "patched"]
     for t in read_topics(folder):
-        out.append(VARIANT_PREFIX + t.name)
-        out += [f"{VARIANT_PREFIX}{t.name}@{k}" for k in range(1, t.last - t.first + 1)]
+        out += steps(t.name, folder)
     return out
 
 
