@@ -103,7 +103,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r for w in workmod.all_results() for r in w.results] + [
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
-    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost")
+    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile")
              for m in probemod.PROBES[p].metrics}
     cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [
@@ -180,3 +180,11 @@ def test_cost_by_domain_and_idle_type_names_both():
     assert p.metrics[f"{func} calls (SMT, newidle)"].value == 1
     kf = probemod.PROBES["fsg-cost"].bpftrace("kfunc")
     assert "$k = args->env->sd->level * 4 + args->env->idle;" in kf
+
+
+def test_tg_workloads_take_a_load():
+    w = workmod.workload("tg-switch-d2-seed-t8-l1.5")
+    assert w.command.endswith("tg-gather.sh switch 2 seed 8 1.5")
+    assert "1.5 runnable tasks per CPU" in w.what
+    with pytest.raises(LabError):
+        workmod.workload("tg-switch-d2-seed-t8-l0")

@@ -96,3 +96,8 @@ def test_parser():
     assert m["tg wakee wakee_flips median"].value == pytest.approx(1.5)
     assert m["stress-ng switch bogo-ops/s"].value == pytest.approx(20000.0)
     assert parsers.tg_gather("tg: waker switch\n") == {}
+
+
+def test_a_load_is_part_of_the_share_the_control_is_matched_on():
+    assert tgstudy.setting_of("tg-hackbench-d2-seed-t8-l1.5") == ("hackbench", "seed l1.5", "8", "2")
+    assert tgstudy.setting_of("tg-cpu-d1-s2-t8") == ("cpu", "s2", "8", "1")

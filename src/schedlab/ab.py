@@ -179,10 +179,10 @@ def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
         say(f"  base: {tree.description}")
     built_by = {}
     for variant in dict.fromkeys(a.variant for a in req.arms):
-        config = probe_build(variant, accel=req.plan.accel).config
-        with st.stage(f"build {variant} ({config} config + measurement series)"):
-            built_by[variant] = built(tree, probe_build(variant, arch=req.arch,
-                                                        accel=req.plan.accel))
+        spec = probe_build(variant, arch=req.arch, accel=req.plan.accel,
+                           profile="profile" in req.plan.probes)
+        with st.stage(f"build {variant} ({spec.config} config + measurement series)"):
+            built_by[variant] = built(tree, spec)
     return tree, built_by
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import icount
+from . import profile
 from . import plan as planmod
 from . import results as resmod
 from . import resume
@@ -119,6 +120,10 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
             say(f"  the guest kernel crashed: see {raw / 'console.txt'}")
     finally:
         # Also on a timeout or Ctrl-C (the VM is stopped by then): keep what ran.
+        if vmlinux and "profile" in plan.probes:
+            # The profile's addresses into functions, while the vmlinux is at hand.
+            for problem in profile.symbolize(raw, vmlinux):
+                say(f"  profile: {problem}")
         done = resmod.collect(label, raw, plan.workloads, plan.runs, setting,
                               res.accel if res else "?", key,
                               vm_exit=res.returncode if res else None)
@@ -267,7 +272,8 @@ def measure_build(tree_spec, variant: str, label: str, plan: Plan, topology: str
     deps.setup()
     plan.check_tools()
     tree = tree_spec.resolve()
-    result = built(tree, probe_build(variant, no_build, arch, plan.accel))
+    result = built(tree, probe_build(variant, no_build, arch, plan.accel,
+                                     profile="profile" in plan.probes))
     resume.check_builds(folder, record, {variant: {"commit": result.commit,
                                                    "release": result.release}})
     kept = _kept(label, record)

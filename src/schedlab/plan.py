@@ -96,6 +96,8 @@ class Plan:
             need.add("funclatency-bpfcc")
         if "latency" in self.probes and self.latency_tool == "libbpf":
             need.add("funclatency")
+        if "profile" in self.probes:
+            need.add("perf")
         return sorted(need)
 
     def check_tools(self) -> None:
@@ -111,6 +113,9 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               knobs: Optional[Dict[str, str]] = None, accel: str = "auto") -> Plan:
     """A plan from the command line's comma-separated lists."""
     names = tuple(probemod.probe_names(probes))
+    if "profile" in names and accel != "icount":
+        raise LabError("the profile probe needs --accel icount: its samples are then spread "
+                       "over instructions, not over the host's time")
     return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
                 attach, latency_tool, tuple((knobs or {}).items()), accel)
 
@@ -140,6 +145,7 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("KNOB_DIR", KNOB_DIR),
         _env_line("RUN_MARK", RUN_MARK),
         _env_line("SIGDFL", package_file("guest/sigdfl")),
+        _env_line("PROFILE_HZ", probemod.PROFILE_HZ),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import bpfgen, lbphase, parsers
+from . import profile as profmod
 from . import probe_parsers as pp
 # A probe's parser gets and gives a Parsed (probe_parsers.py); importers of
 # the registry take it from here.
@@ -225,12 +226,26 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           (MetricSpec("should_we_balance mean time (funclatency)", "ns", headline=True,
                       expected=True, plot="time", rank=0),),
           pp.latency),
+    Probe("profile", "perf samples of every CPU on a cpu-clock timer, kernel call chains, no "
+                     "probe attached: each function's share of the busy samples in per mille "
+                     "(instructions under --accel icount; profile.py); alone in its plan",
+          (), (),
+          (MetricSpec("profile samples", "samples", expected=True),
+           MetricSpec("profile busy samples", "samples", expected=True),
+           *(MetricSpec(f"{f} share (profile)", "permille", headline=True, expected=True)
+             for f in profmod.FUNCTIONS),
+           *(MetricSpec(f"{f} own share (profile)", "permille", expected=True)
+             for f in profmod.FUNCTIONS)),
+          pp.profile),
     *COST_PROBES,
     WAKE_PATH,
     WAKE_DEPTH,
     SCAN_COST,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
+# The profile's sampling rate per CPU (cpu-clock, Hz): under icount one
+# sample per 250,000 instructions of a CPU.
+PROFILE_HZ = 4000
 
 # The metrics every run has, whatever its probes: CPU busy time from
 # /proc/stat, balance counts by domain from /proc/schedstat (names made up
@@ -240,6 +255,9 @@ SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %")
 
 def probe_names(text: Optional[str]) -> List[str]:
     names = text.split(",") if text else list(DEFAULT_PROBES)
+    if "profile" in names and len(names) > 1:
+        raise LabError("the profile probe runs alone: the other probes' own instructions "
+                       f"would be in its samples (asked: {','.join(names)})")
     for n in names:
         if n not in PROBES:
             raise LabError(f"unknown probe {n!r}; known: "

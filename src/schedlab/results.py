@@ -219,7 +219,8 @@ def parse_run(d: Path, w: workmod.Workload,
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
                              _read(d, "latency.txt"), latency_tool, overhead,
                              core_of=core_of or {},
-                             schedstat=_read(d, "schedstat-before.txt"))
+                             schedstat=_read(d, "schedstat-before.txt"),
+                             profile_out=_read(d, "profile.txt"))
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems

@@ -45,10 +45,12 @@ class BuildSpec:
 
 # The build every measurement uses: the probe config with the measurement
 # series; under icount the same with JUMP_LABEL on (configs/icount.config),
-# static keys patched as distributions have them.
+# static keys patched as distributions have them; for the profile probe also
+# high-resolution timers (configs/profile.config).
 def probe_build(variant: str, no_build: bool = False, arch: Optional[str] = None,
-                accel: str = "auto") -> BuildSpec:
-    return BuildSpec(variant, "icount" if accel == "icount" else "probe", arch, True, no_build)
+                accel: str = "auto", profile: bool = False) -> BuildSpec:
+    config = "profile" if profile else "icount" if accel == "icount" else "probe"
+    return BuildSpec(variant, config, arch, True, no_build)
 
 
 @dataclass(frozen=True)

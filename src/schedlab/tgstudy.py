@@ -20,7 +20,7 @@ from . import workloads as workmod
 from .results import Run, find, read_runs
 from .util import LabError
 
-_NAME = re.compile(r"tg-(\w+)-d([12])-(seed|s[0-9.]+)-t(\d+)")
+_NAME = re.compile(r"tg-(\w+)-d([12])-(seed|s[0-9.]+)-t(\d+)(?:-l([0-9.]+))?")
 RATIO = "tg achieved/entitled"
 CONTROL = "cpu"
 SHOWN = (("tg cpus used", "CPUs used"), ("tg cpus entitled", "entitled"),
@@ -37,9 +37,13 @@ class Side:
 
 
 def setting_of(workload: str) -> Optional[Tuple[str, str, str, str]]:
-    """(waker, share, tasks, depth) of a tg workload name."""
+    """(waker, share, tasks, depth) of a tg workload name; the share carries the
+    load when the name gives one ('seed l1.5'): the control is matched on both."""
     m = _NAME.fullmatch(workload)
-    return (m.group(1), m.group(3), m.group(4), m.group(2)) if m else None
+    if not m:
+        return None
+    share = m.group(3) + (f" l{m.group(5)}" if m.group(5) else "")
+    return (m.group(1), share, m.group(4), m.group(2))
 
 
 def throughput_metric(waker: str) -> str:

@@ -100,7 +100,9 @@ _add(Workload("cgroup-nested", _script("cg-nested.sh"), parsers.cg_nested, ("str
 # whose tasks wake each other, at depth 1 or 2, every CPU kept busy by other
 # groups.  Named tg-WAKER-dDEPTH-SHARE-tTASKS, SHARE being "seed" (default
 # weights, as in the 2014 report) or sN (weights that entitle the group to N
-# CPUs at either depth); any such name is a workload, these are listed.
+# CPUs at either depth), with -lL at the end for L runnable tasks per CPU in
+# all (the busy groups' hogs make up the rest; without it NCPU hogs in each
+# busy group); any such name is a workload, these are listed.
 TG_WAKERS = {
     "dbench": ("dbench clients", ("dbench",), "dbench throughput"),
     "hackbench": ("hackbench threads over pipes, each sender to every receiver, in rounds "
@@ -115,7 +117,7 @@ TG_WAKERS = {
             ("stress-ng",), "stress-ng cpu bogo-ops/s"),
 }
 _TG_NAME = re.compile(r"tg-(" + "|".join(TG_WAKERS) + r")-d([12])"
-                      r"-(seed|s\d+(?:\.\d+)?)-t(\d+)")
+                      r"-(seed|s\d+(?:\.\d+)?)-t(\d+)(?:-l(\d+(?:\.\d+)?))?")
 TG_RESULTS = ("tg achieved/entitled", "tg cpus carrying >=10% of its time",
               "tg wakeups placed on a busy cpu")
 
@@ -125,17 +127,20 @@ def tg_workload(name: str) -> Optional[Workload]:
     m = _TG_NAME.fullmatch(name)
     if not m:
         return None
-    waker, depth, share, tasks = m.groups()
+    waker, depth, share, tasks, load = m.groups()
     what, tools, throughput = TG_WAKERS[waker]
     if int(tasks) < 2:
         raise LabError(f"{name}: a group needs 2 tasks or more")
+    if load is not None and not 0 < float(load) <= 16:
+        raise LabError(f"{name}: -lL is runnable tasks per CPU, above 0 and at most 16")
     entitled = ("default weights (depth 2: a third of the depth-1 share)" if share == "seed"
                 else f"entitled to {share[1:]} CPUs")
+    busy = (f"{load} runnable tasks per CPU in all, sibling groups' CPU hogs making up the "
+            "rest" if load else "every CPU kept busy by sibling groups")
     return Workload(name, _script("tg-gather.sh", waker, depth, share if share == "seed"
-                                  else share[1:], tasks),
+                                  else share[1:], tasks, *([load] if load else [])),
                     parsers.tg_gather, ("bpftrace", "stress-ng", *tools),
-                    f"{what}, {tasks} tasks in a group at depth {depth}, {entitled}, every "
-                    "CPU kept busy by sibling groups",
+                    f"{what}, {tasks} tasks in a group at depth {depth}, {entitled}, {busy}",
                     results=TG_RESULTS + (throughput,), sweep="tg achieved/entitled",
                     # 110-120 s a run with 10 s windows under single-thread
                     # TCG on smt4, a soak beside it (2026-11-25).

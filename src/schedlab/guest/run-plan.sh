@@ -213,6 +213,26 @@ if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
 	done
 fi
 echo "$LAT" > "$OUT/latency-tool.txt"
+
+# The profile (probes.py, profile.py): perf samples of every CPU on a
+# cpu-clock timer, kernel call chains, no probe attached.  perf writes into
+# the guest's own /tmp (it cannot write the host's folder from its ring
+# buffer), and the file moves beside the run's outputs when perf has
+# stopped; the host turns the addresses into functions.  Where the kernel
+# was loaded (KASLR) is kept for that.
+PROFILE=
+if grep -qx profile "$OUT/probes-used.txt" 2>/dev/null; then
+	if command -v perf > /dev/null; then
+		PROFILE=1
+		grep -w _text /proc/kallsyms > "$OUT/kernel-text.txt"
+		# No throttling of the sample rate by perf's time budget: the
+		# rate is part of what was asked.
+		sysctl -q kernel.perf_cpu_time_max_percent=0 2>/dev/null
+		sysctl -q kernel.perf_event_max_sample_rate="$PROFILE_HZ" 2>/dev/null
+	else
+		echo "profile: perf is not installed (Debian package linux-perf)" >> "$OUT/probes-missing.txt"
+	fi
+fi
 # Last, after the bpftrace latency fallback may have added its lines.
 cat "$PLAN/bt/gate.bt" >> "$PD/probe.bt"
 
@@ -296,6 +316,17 @@ while read -r name i <&3; do
 		LATP=$!
 		wait_for "$d/latency.txt" Tracing $LATP $LATWAIT || echo 'latency tool did not attach' >> "$d/problems.txt"
 	fi
+	if [ -n "$PROFILE" ]; then
+		perf record -a -g --kernel-callchains -e cpu-clock -F "$PROFILE_HZ" -N -B \
+			-o "$PD/perf.data" > "$d/perf-record.txt" 2>&1 3<&- &
+		PERFP=$!
+		# Started when it holds an event per CPU (it prints nothing until it stops).
+		for t in $(seq 120); do
+			[ "$(find "/proc/$PERFP/fd" -lname 'anon_inode:*perf_event*' 2>/dev/null | wc -l)" -ge "$NCPU" ] && break
+			kill -0 "$PERFP" 2>/dev/null || break
+			sleep 0.5
+		done
+	fi
 	gate on counting "$d/probe.txt" $BPF || echo 'the counting window did not open' >> "$d/problems.txt"
 	cat /proc/schedstat > "$d/schedstat-before.txt" 2>/dev/null
 	head -1 /proc/stat > "$d/stat-before.txt"
@@ -306,6 +337,10 @@ while read -r name i <&3; do
 	head -1 /proc/stat > "$d/stat-after.txt"
 	cat /proc/schedstat > "$d/schedstat-after.txt" 2>/dev/null
 	gate off stopped "$d/probe.txt" $BPF || echo 'the counting window did not close' >> "$d/problems.txt"
+	if [ -n "$PROFILE" ]; then
+		stop "$PERFP" "perf record" "$d/problems.txt"
+		mv "$PD/perf.data" "$d/perf.data" 2>/dev/null || echo 'perf record wrote no data' >> "$d/problems.txt"
+	fi
 	stop $BPF bpftrace "$d/notes.txt" 40
 	if [ ${#LATC[@]} -gt 0 ]; then
 		stop "$LATP" "$LAT funclatency" "$d/problems.txt"

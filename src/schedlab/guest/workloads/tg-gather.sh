@@ -3,7 +3,7 @@
 # tasks that wake each other, in a cgroup v2 group at depth 1 or 2, while
 # other groups keep every CPU busy; what the group gets against what it is
 # entitled to.  Usage:
-#   tg-gather.sh WAKER DEPTH SHARE TASKS
+#   tg-gather.sh WAKER DEPTH SHARE TASKS [LOAD]
 #     WAKER  dbench | hackbench (threads over pipes, each sender to every
 #            receiver) | fifo (one writer, TASKS-1 readers) | pipeherd (100
 #            processes on one pipe) | switch (TASKS/2 ping-pong pairs) |
@@ -17,10 +17,14 @@
 #            depth 2 the group is the only child of its parent: the same
 #            weights one level deeper)
 #     TASKS  the group's task count (ignored by pipeherd)
+#     LOAD   runnable tasks per CPU in all (the group's and the hogs of the
+#            busy groups, which split the rest evenly, one hog each at least),
+#            e.g. 1, 1.5 or 2; default: NCPU hogs in every busy group
 # NCPU and SECS come from the plan runner.  Layout (all weights 100 unless
 # chosen): depth 1: /schedlab-g, /schedlab-b1, /schedlab-b2; depth 2:
 # /schedlab-p/g (+ /schedlab-p/c1, /schedlab-p/c2 when SHARE is seed),
-# /schedlab-b1, /schedlab-b2.  Every busy group runs NCPU CPU hogs.
+# /schedlab-b1, /schedlab-b2.  Every busy group runs NCPU CPU hogs, or its
+# part of LOAD.
 # Prints "tg: KEY VALUE" lines, the probe's maps (guest/bt/tg.bt) and the
 # waker's own output; parsers.tg_gather() turns them into metrics.
 set -u
@@ -28,6 +32,7 @@ waker=${1:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
 depth=${2:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
 share=${3:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
 tasks=${4:?usage: tg-gather.sh WAKER DEPTH SHARE TASKS}
+load=${5:-}
 : "${NCPU:?} ${SECS:?}"
 here=$(cd "$(dirname "$0")" && pwd)
 cgr=/sys/fs/cgroup
@@ -38,6 +43,7 @@ case $waker in dbench|hackbench|fifo|pipeherd|switch|cpu) ;; *) die "unknown wak
 case $depth in 1|2) ;; *) die "depth must be 1 or 2, not $depth" ;; esac
 if ! [[ $tasks =~ ^[0-9]+$ ]] || (( tasks < 2 )); then die "TASKS must be 2 or more, not $tasks"; fi
 [[ $share = seed || $share =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SHARE must be seed or CPUs, not $share"
+[[ -z $load || $load =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "LOAD must be a number of tasks per CPU, not $load"
 
 # cgroup v2 with the cpu controller, or nothing to measure.
 mountpoint -q "$cgr" || mount -t cgroup2 none "$cgr" 2>/dev/null
@@ -97,13 +103,47 @@ else
 	fi
 fi
 
-# The entitlement, from the weights and every busy group's demand (NCPU
-# hogs each, more than any share): the group's weighted share of its
-# parent's, capped by its task count (a task uses one CPU at most).
+# The hogs of each busy group: NCPU, or their part of LOAD.
+if [ -z "$load" ]; then
+	hogs=$NCPU
+else
+	hogs=$(awk -v l="$load" -v n="$NCPU" -v t="$tasks" -v b="${#busy[@]}" 'BEGIN {
+		h = int((l * n - t) / b + 0.5); print (h < 1 ? 1 : h) }')
+fi
+
+# The entitlement: CPUs shared out by weight among the groups that want them,
+# level by level, a group taking no more than it has tasks (a task uses one
+# CPU at most) and the rest going to the others (max-min fairness by
+# weight).  share_of_machine is the group's weight fraction alone, and
+# entitled_by_weight what it would get if every group wanted more than that.
 read -r frac by_weight entitled < <(awk -v n="$NCPU" -v t="$tasks" -v w="$w" -v d="$depth" \
-	-v s="$share" 'BEGIN {
-	f = w / (w + 200); if (d == 2 && s == "seed") f = (1 / 3) * (100 / 300)
-	e = n * f; printf "%.4f %.4f %.4f\n", f, e, (t < e ? t : e) }')
+	-v s="$share" -v h="$hogs" '
+	# Max-min by weight of CAP over K groups: W[i] weights, D[i] demands; into A[i].
+	function fill(cap, k, W, D, A,   i, left, sw, done, more) {
+		for (i = 1; i <= k; i++) done[i] = 0
+		left = cap
+		do {
+			more = 0; sw = 0
+			for (i = 1; i <= k; i++) if (!done[i]) sw += W[i]
+			if (sw == 0) break
+			for (i = 1; i <= k; i++)
+				if (!done[i] && D[i] <= left * W[i] / sw) {
+					A[i] = D[i]; left -= D[i]; done[i] = 1; more = 1
+				}
+		} while (more)
+		for (i = 1; i <= k; i++) if (!done[i]) A[i] = left * W[i] / sw
+	}
+	BEGIN {
+		f = w / (w + 200); if (d == 2 && s == "seed") f = (1 / 3) * (100 / 300)
+		W[1] = 100; W[2] = 100; W[3] = w; D[1] = h; D[2] = h
+		if (d == 2 && s == "seed") {
+			D[3] = t + 2 * h; fill(n, 3, W, D, A)
+			V[1] = 100; V[2] = 100; V[3] = 100; E[1] = t; E[2] = h; E[3] = h
+			fill(A[3], 3, V, E, B); e = B[1]
+		} else {
+			D[3] = t; fill(n, 3, W, D, A); e = A[3]
+		}
+		printf "%.4f %.4f %.4f\n", f, n * f, e }')
 gid=$(stat -c %i "$cgr/$g")
 echo "tg: waker $waker"
 echo "tg: depth $depth"
@@ -115,6 +155,7 @@ echo "tg: cpus $NCPU"
 echo "tg: tasks $tasks"
 echo "tg: entitled_by_weight $by_weight"
 echo "tg: entitled $entitled"
+echo "tg: hogs_per_busy_group $hogs"
 
 # The probe first, attached before any load (bpftrace is slow to attach
 # when every vCPU is busy).
@@ -133,7 +174,7 @@ grep -q Attaching "$pd/probe.txt" || { cat "$pd/probe.txt"; die "the probe did n
 
 for b in "${busy[@]}"; do
 	(echo "$BASHPID" > "$cgr/$b/cgroup.procs" &&
-	 exec stress-ng --cpu "$NCPU" --cpu-load 100 --timeout $(( SECS * 20 + 120 ))s \
+	 exec stress-ng --cpu "$hogs" --cpu-load 100 --timeout $(( SECS * 20 + 120 ))s \
 		> /dev/null 2>&1) &
 	pids+=("$!")
 done
