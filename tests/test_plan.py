@@ -117,6 +117,17 @@ def test_a_feature_is_switched_for_the_plan_and_put_back(tmp_path):
     assert (knob_dir / "features").read_text() == "NO_SIS_GROUP_IDLE\n"   # as it was
 
 
+def test_a_choice_knob_is_restored_to_the_choice_in_force(tmp_path):
+    # cgroup_mode reads as every choice, the one in force in parentheses,
+    # and takes one choice per write (a plain file: the write replaces it).
+    plan, d, knob_dir = _fake_plan(tmp_path, [("cgroup_mode", "max")])
+    (knob_dir / "cgroup_mode").write_text("up (smp) concur max tasks \n")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "knobs.txt").read_text() == "cgroup_mode=max\n"
+    assert (knob_dir / "cgroup_mode").read_text() == "smp\n"
+
+
 def test_a_feature_the_kernel_lacks_stops_the_plan(tmp_path):
     plan, d, knob_dir = _fake_plan(tmp_path, [("features", "SIS_GROUP_IDLE")])
     (knob_dir / "features").write_text("GENTLE_FAIR SIS_UTIL\n")     # base kernel

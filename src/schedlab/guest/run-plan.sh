@@ -86,13 +86,16 @@ if [ -s "$PLAN/knobs.txt" ]; then
 			echo "features=$value" >> "$OUT/knobs.txt"
 			continue
 		fi
+		# A choice (cgroup_mode) reads as every choice with the one in
+		# force in parentheses: "up smp (concur) max tasks".
+		chosen() { local v; v=$(cat "$1"); [[ $v =~ \(([^\)]+)\) ]] && v=${BASH_REMATCH[1]}; echo "$v"; }
 		KNOBS_SET+=("$f")
-		KNOBS_OLD+=("$(cat "$f")")
-		if ! echo "$value" > "$f" 2>/dev/null || [ "$(cat "$f")" != "$value" ]; then
+		KNOBS_OLD+=("$(chosen "$f")")
+		if ! echo "$value" > "$f" 2>/dev/null || [ "$(chosen "$f")" != "$value" ]; then
 			echo "$name: writing $value gave $(cat "$f")" > "$OUT/knob-error.txt"
 			exit 3
 		fi
-		echo "$name=$(cat "$f")" >> "$OUT/knobs.txt"
+		echo "$name=$(chosen "$f")" >> "$OUT/knobs.txt"
 	done < "$PLAN/knobs.txt"
 fi
 
