@@ -124,4 +124,6 @@ def test_profile_runs_alone_and_under_icount():
 def test_plan_env_carries_the_sample_rate(tmp_path):
     plan = planmod.make_plan("stress-100", "profile", accel="icount")
     env = (planmod.write(plan, tmp_path) / "plan.env").read_text()
-    assert f"PROFILE_HZ={probemod.PROFILE_HZ}" in env
+    assert f"PROFILE_PERIOD_NS={probemod.PROFILE_PERIOD_NS}" in env
+    # Not commensurate with the tick (HZ=250 in the lab config).
+    assert 4_000_000 % probemod.PROFILE_PERIOD_NS > 0.1 * probemod.PROFILE_PERIOD_NS

@@ -9,7 +9,7 @@ The two main commands:
                      (--full: also soak, peer tests, POWER; a record kept)
 
 Also: setup | fetch | presets | series ... | build | vm | kunit | selftest |
-soak | peer-tests | measure | compare | reparse | tg-report | run.
+soak | peer-tests | measure | compare | reparse | tg-report | profile-report | run.
 Every command's --help ends with examples.
 """
 
@@ -24,6 +24,7 @@ from . import ab as abmod
 from . import build as buildmod
 from . import compare as comparemod
 from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
+from . import profreport
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import results as resmod
@@ -346,6 +347,27 @@ def add_compare(sub: Sub) -> None:
                       help="only the headline metrics (the rows 'ab' prints)")
 
 
+def cmd_profile_report(args: argparse.Namespace) -> int:
+    if not args.label and not args.cost:
+        raise LabError("profile-report: name result sets of the profile probe, or --cost "
+                       "result sets of the swb-cost probe")
+    say(profreport.report(args.label, args.cost or [], args.markdown))
+    return 0
+
+
+def add_profile_report(sub: Sub) -> None:
+    s = command(sub, "profile-report", cmd_profile_report,
+                "each function's share of the guest's work: the profile probe's samples "
+                "(per mille of busy samples, mean ± sd over runs) and, with --cost, "
+                "should_we_balance()'s share from the swb-cost probe's exact counts", """
+./schedlab profile-report profile-smt8-base profile-smt8-head
+./schedlab profile-report profile-smt8-base --cost pp-swb-smt8-base --markdown""")
+    s.add_argument("label", nargs="*", type=result_set_arg)
+    s.add_argument("--cost", action="append", type=result_set_arg, metavar="LABEL",
+                   help="a result set of the swb-cost probe (repeatable)")
+    s.add_argument("--markdown", action="store_true")
+
+
 def cmd_tg_report(args: argparse.Namespace) -> int:
     say(tgstudy.table(args.label, args.markdown))
     return 0
@@ -487,6 +509,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_compare(sub)
     add_reparse(sub)
     add_tg_report(sub)
+    add_profile_report(sub)
     add_run(sub)
     return p
 

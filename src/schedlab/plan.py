@@ -145,7 +145,7 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("KNOB_DIR", KNOB_DIR),
         _env_line("RUN_MARK", RUN_MARK),
         _env_line("SIGDFL", package_file("guest/sigdfl")),
-        _env_line("PROFILE_HZ", probemod.PROFILE_HZ),
+        _env_line("PROFILE_PERIOD_NS", probemod.PROFILE_PERIOD_NS),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(

@@ -231,7 +231,7 @@ if grep -qx profile "$OUT/probes-used.txt" 2>/dev/null; then
 		# No throttling of the sample rate by perf's time budget: the
 		# rate is part of what was asked.
 		sysctl -q kernel.perf_cpu_time_max_percent=0 2>/dev/null
-		sysctl -q kernel.perf_event_max_sample_rate="$PROFILE_HZ" 2>/dev/null
+		sysctl -q kernel.perf_event_max_sample_rate=$(( 1000000000 / PROFILE_PERIOD_NS + 1000 )) 2>/dev/null
 	else
 		echo "profile: perf is not installed (Debian package linux-perf)" >> "$OUT/probes-missing.txt"
 	fi
@@ -320,7 +320,7 @@ while read -r name i <&3; do
 		wait_for "$d/latency.txt" Tracing $LATP $LATWAIT || echo 'latency tool did not attach' >> "$d/problems.txt"
 	fi
 	if [ -n "$PROFILE" ]; then
-		perf record -a -g --kernel-callchains -e cpu-clock -F "$PROFILE_HZ" -N -B \
+		perf record -a -g --kernel-callchains -e cpu-clock -c "$PROFILE_PERIOD_NS" -N -B \
 			-o "$PD/perf.data" > "$d/perf-record.txt" 2>&1 3<&- &
 		PERFP=$!
 		# Started when it holds an event per CPU (it prints nothing until it stops).
