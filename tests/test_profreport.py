@@ -45,4 +45,14 @@ def test_cost_share_is_calls_times_mean_over_a_billion_a_second(tmp_path):
         "should_we_balance instructions per call, mean (MC)": 400}, seconds=2.0)
     head, rows = profreport.cost_table([str(d)])
     # (1000 * 100 + 500 * 400) / 2e9 = 0.15 per mille
-    assert rows[0][3].startswith("0.150") and "MC 0.100" in rows[0][4]
+    assert rows[0][2] == "should_we_balance"
+    assert rows[0][4] == "0.150" and "MC 0.100" in rows[0][5]
+
+
+def test_cost_share_of_a_probe_without_keys(tmp_path):
+    d = tmp_path / "wake"
+    _write(d, "hackbench-process", 0, {
+        "select_task_rq_fair calls": 4000,
+        "select_task_rq_fair instructions per call, mean": 500}, seconds=1.0)
+    head, rows = profreport.cost_table([str(d)])
+    assert rows[0][2:] == ["select_task_rq_fair", "1", "2.000", "-"]

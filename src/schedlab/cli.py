@@ -350,7 +350,7 @@ def add_compare(sub: Sub) -> None:
 def cmd_profile_report(args: argparse.Namespace) -> int:
     if not args.label and not args.cost:
         raise LabError("profile-report: name result sets of the profile probe, or --cost "
-                       "result sets of the swb-cost probe")
+                       "result sets of a cost probe")
     say(profreport.report(args.label, args.cost or [], args.markdown))
     return 0
 
@@ -359,12 +359,13 @@ def add_profile_report(sub: Sub) -> None:
     s = command(sub, "profile-report", cmd_profile_report,
                 "each function's share of the guest's work: the profile probe's samples "
                 "(per mille of busy samples, mean ± sd over runs) and, with --cost, "
-                "should_we_balance()'s share from the swb-cost probe's exact counts", """
+                "the shares of the functions a cost probe timed, from its exact counts", """
 ./schedlab profile-report profile-smt8-base profile-smt8-head
 ./schedlab profile-report profile-smt8-base --cost pp-swb-smt8-base --markdown""")
     s.add_argument("label", nargs="*", type=result_set_arg)
     s.add_argument("--cost", action="append", type=result_set_arg, metavar="LABEL",
-                   help="a result set of the swb-cost probe (repeatable)")
+                   help="a result set of a cost probe (swb-cost, fsg-cost, wake-cost...; "
+                        "repeatable)")
     s.add_argument("--markdown", action="store_true")
 
 

@@ -17,6 +17,7 @@ instructions per call over that is a lower bound of the function's share.
 
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Sequence, Tuple
 
 from . import stats
@@ -25,8 +26,7 @@ from .results import Run, find, read_runs
 from .util import LabError
 
 INSNS_PER_SECOND = 1e9       # vm.ICOUNT_OPTS: shift=0
-_COST = "should_we_balance instructions per call, mean ("
-_CALLS = "should_we_balance calls ("
+_MEAN = re.compile(r"^(\w+) instructions per call, mean(.*)$")
 
 
 def _by_workload(label: str) -> Dict[str, List[Run]]:
@@ -65,36 +65,42 @@ def sample_table(labels: Sequence[str], own: bool = False) -> Tuple[List[str], L
     return head, rows
 
 
-def cost_share(run: Run) -> Tuple[float, Dict[str, float]]:
-    """Per mille of the run's most instructions spent in should_we_balance():
-    in all and by domain, from the swb-cost probe's calls and mean."""
-    by: Dict[str, float] = {}
-    for name, m in run.metrics.items():
-        if name.startswith(_COST):
-            dom = name[len(_COST):-1]
-            calls = run.metrics.get(f"{_CALLS}{dom})", {}).get("value", 0.0)
-            by[dom] = calls * m["value"]
+def cost_shares(run: Run) -> Dict[str, Dict[str, float]]:
+    """Per mille of the run's instructions spent in each function a cost probe
+    timed, by the probe's key (domain, idle type, ...; "" for none): calls
+    times their mean over the run's instructions, at most 1e9 a guest second.
+    The calls over the probe's cut (interrupted, straddling a vCPU switch)
+    are left out, which keeps it a lower bound."""
     if not run.seconds:
         raise LabError(f"{run.label} {run.workload} #{run.run}: no duration")
     total = INSNS_PER_SECOND * run.seconds
-    return (1000.0 * sum(by.values()) / total, {d: 1000.0 * v / total for d, v in by.items()})
+    out: Dict[str, Dict[str, float]] = {}
+    for name, m in run.metrics.items():
+        hit = _MEAN.match(name)
+        if not hit:
+            continue
+        func, tag = hit.groups()
+        calls = run.metrics.get(f"{func} calls{tag}", {}).get("value", 0.0)
+        out.setdefault(func, {})[tag.strip(" ()")] = 1000.0 * calls * m["value"] / total
+    return out
 
 
 def cost_table(labels: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
-    head = ["result set", "workload", "runs", "should_we_balance ‰ (at least)", "by domain ‰"]
+    head = ["result set", "workload", "function", "runs", "‰ (at least)", "by key ‰"]
     rows = []
     for label in labels:
         for w, runs in _by_workload(label).items():
-            shares = [cost_share(r) for r in runs if any(k.startswith(_COST) for k in r.metrics)]
-            if not shares:
-                continue
-            s = stats.summarize([t for t, _ in shares], "count")
-            doms = sorted({d for _, by in shares for d in by})
-            by = ", ".join(f"{d} {stats.amean([b.get(d, 0.0) for _, b in shares]):.3f}"
-                           for d in doms)
-            rows.append([label, w, str(s.n), f"{s.mean:.3f} ± {s.stdev:.3f}", by])
+            shares = [cost_shares(r) for r in runs]
+            for func in sorted({f for sh in shares for f in sh}):
+                per = [sh[func] for sh in shares if func in sh]
+                s = stats.summarize([sum(p.values()) for p in per], "count")
+                keys = sorted({k for p in per for k in p if k})
+                by = ", ".join(f"{k} {stats.amean([p.get(k, 0.0) for p in per]):.3f}"
+                               for k in keys)
+                sd = f" ± {s.stdev:.3f}" if s.n > 1 else ""
+                rows.append([label, w, func, str(s.n), f"{s.mean:.3f}{sd}", by or "-"])
     if not rows:
-        raise LabError("no swb-cost runs in " + ", ".join(labels))
+        raise LabError("no cost probe runs in " + ", ".join(labels))
     return head, rows
 
 
@@ -117,8 +123,8 @@ def report(labels: Sequence[str], cost: Sequence[str] = (), markdown: bool = Fal
         out.append("\nIts own code and what is inlined into it:\n")
         out.append(render(*sample_table(labels, own=True), markdown))
     if cost:
-        out.append("\nshould_we_balance() from the cost probe: calls x instructions per call "
-                   "over the run's instructions (at most 1e9 per guest second under "
-                   "icount), per mille, mean ± sd over runs:\n")
+        out.append("\nFrom the cost probes: calls x instructions per call over the run's "
+                   "instructions (at most 1e9 per guest second under icount), per mille, "
+                   "mean ± sd over runs:\n")
         out.append(render(*cost_table(cost), markdown))
     return "".join(out)
