@@ -108,6 +108,8 @@ def test_parser_says_when_there_is_no_profile():
 
 def test_symbolize_needs_where_the_kernel_was(tmp_path):
     assert "kernel-text" in profile.symbolize(tmp_path, tmp_path / "vmlinux")[0]
+    (tmp_path / "kernel-text.txt").write_text("ffffffff81000000 T _text\nffffffff82000000 T _etext\n")
+    assert profile.runtime_text(tmp_path) == (0xffffffff81000000, 0xffffffff82000000)
 
 
 def test_profile_runs_alone_and_under_icount():
@@ -127,3 +129,34 @@ def test_plan_env_carries_the_sample_rate(tmp_path):
     assert f"PROFILE_PERIOD_NS={probemod.PROFILE_PERIOD_NS}" in env
     # Not commensurate with the tick (HZ=250 in the lab config).
     assert 4_000_000 % probemod.PROFILE_PERIOD_NS > 0.1 * probemod.PROFILE_PERIOD_NS
+
+
+def test_chains_are_counted_and_an_address_on_the_cpu_line_is_kept():
+    c = profile.chain_counts(["[000] ", f"\t{rt(K + 0x30):x}", "[001] ", f"\t{rt(K + 0x30):x}",
+                              f"[002] {rt(K + 0x40):x}"])
+    assert c[(rt(K + 0x30),)] == 2 and c[(rt(K + 0x40),)] == 1
+
+
+def test_the_chain_stops_at_an_interrupt_entry():
+    # A softirq's balance that interrupted should_we_balance(): not within it.
+    at = {K + 0x10: ("sched_balance_rq",), K + 0x200: ("asm_sysvec_apic_timer_interrupt",),
+          K + 0x300: ("should_we_balance",)}
+    c = profile.count([[rt(K + 0x10), rt(K + 0x201), rt(K + 0x301)]], OFF, at)
+    assert c.within["sched_balance_rq"] == 1 and c.within["should_we_balance"] == 0
+
+
+def test_only_kernel_text_is_looked_up():
+    samples = [[rt(K + 0x10), 0xffffffffc0001234]]   # a module's return address
+    want = profile.link_addresses(samples, OFF, (rt(K), rt(K + 0x1000)))
+    assert want == [K + 0x10]
+
+
+def test_the_profile_refuses_other_arches():
+    with pytest.raises(LabError, match="x86_64"):
+        probe_build("patched", arch="ppc64le", accel="icount", profile=True)
+
+
+def test_a_profile_that_would_not_fit_the_guest_tmp_is_refused():
+    profile.check_size(64, 3)
+    with pytest.raises(LabError, match="fewer --seconds"):
+        profile.check_size(64, 60)

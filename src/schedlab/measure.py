@@ -97,6 +97,8 @@ def _raw_dir(label: str) -> Path:
 def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
                setting: resmod.Setting, timeout: float, online: Optional[int] = None,
                key: str = "", vmlinux: Optional[Path] = None) -> List[resmod.Run]:
+    if "profile" in plan.probes:
+        profile.check_size(topo.cpus if online is None else online, plan.seconds)
     raw = _raw_dir(label)
     folder = planmod.write(plan, raw / "plan")
     if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
@@ -121,9 +123,13 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
     finally:
         # Also on a timeout or Ctrl-C (the VM is stopped by then): keep what ran.
         if vmlinux and "profile" in plan.probes:
-            # The profile's addresses into functions, while the vmlinux is at hand.
-            for problem in profile.symbolize(raw, vmlinux):
-                say(f"  profile: {problem}")
+            # The profile's addresses into functions, while the vmlinux is at
+            # hand; whatever goes wrong there, the runs are still collected.
+            try:
+                for problem in profile.symbolize(raw, vmlinux):
+                    say(f"  profile: {problem}")
+            except Exception as exc:  # noqa: BLE001
+                say(f"  profile: could not read the samples: {exc}")
         done = resmod.collect(label, raw, plan.workloads, plan.runs, setting,
                               res.accel if res else "?", key,
                               vm_exit=res.returncode if res else None)

@@ -243,14 +243,8 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
     SCAN_COST,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
-# The profile's sampling period per CPU (cpu-clock, ns; about 4,150 Hz).
-# Not a divisor of the tick (4 ms at the lab's HZ=250): under icount the
-# guest's clock is exact, and with 250,000 ns every sample of a CPU would
-# fall at the same point after its tick, always missing, or always hitting,
-# the balancing that the tick's softirq runs.  4 ms / 240,703 ns = 16.618:
-# the samples' phase in the tick moves by the golden ratio's fraction each
-# tick, which spreads them most evenly over it.
-PROFILE_PERIOD_NS = 240703
+# The profile's sampling period per CPU (profile.py says why this one).
+PROFILE_PERIOD_NS = profmod.PERIOD_NS
 
 # The metrics every run has, whatever its probes: CPU busy time from
 # /proc/stat, balance counts by domain from /proc/schedstat (names made up

@@ -18,7 +18,7 @@ import subprocess
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from .util import LabError
 
@@ -29,9 +29,35 @@ FUNCTIONS = ("should_we_balance", "update_sd_lb_stats", "sched_balance_rq",
 IDLE_LEAVES = frozenset({"pv_native_safe_halt", "native_safe_halt", "arch_safe_halt",
                          "default_idle", "cpu_idle_poll", "mwait_idle_with_hints",
                          "acpi_safe_halt", "poll_idle"})
-# The lowest kernel address on the 64-bit arches the lab boots.
+# The lowest kernel address on x86_64 (the one arch the profile runs on:
+# spec.probe_build refuses the others).
 KERNEL_FLOOR = 0xffff_0000_0000_0000
+# Interrupt and exception entries: a call chain is followed outward no
+# further, past them is the code that was interrupted, not a caller.
+ENTRY_PREFIXES = ("asm_sysvec_", "asm_common_interrupt", "asm_exc_", "asm_spurious_")
+# The profile's sampling period per CPU (cpu-clock, ns; about 4,150 Hz).
+# Not a divisor of the tick (4 ms at the lab's HZ=250): under icount the
+# guest's clock is exact, and with 250,000 ns every sample of a CPU would
+# fall at the same point after its tick, always missing, or always hitting,
+# the balancing that the tick's softirq runs.  4 ms / 240,703 ns = 16.618:
+# the samples' phase in the tick moves by the golden ratio's fraction each
+# tick, which spreads them most evenly over it.
+PERIOD_NS = 240703
 OUT = "profile.txt"
+# perf.data grows in the guest's /tmp, a tmpfs of half the guest's 2 GiB:
+# about this many bytes a sample with its call chain (smt8, 2026-11-28).
+BYTES_PER_SAMPLE = 200
+GUEST_TMP_BYTES = 700 * 1024 * 1024
+
+
+def check_size(cpus: int, seconds: int, period_ns: int = PERIOD_NS, slack: int = 10) -> None:
+    """Refuse a run whose perf.data would not fit the guest's /tmp (the
+    window, plus SLACK seconds of set-up, at PERIOD_NS per sample per CPU)."""
+    size = cpus * (1e9 / period_ns) * (seconds + slack) * BYTES_PER_SAMPLE
+    if size > GUEST_TMP_BYTES:
+        raise LabError(f"the profile of {cpus} CPUs over {seconds} s would be about "
+                       f"{size / 2**20:.0f} MiB of perf.data, more than the guest's /tmp "
+                       f"holds ({GUEST_TMP_BYTES // 2**20} MiB): fewer --seconds")
 
 
 @dataclass
@@ -66,20 +92,42 @@ class Counts:
         return c if seen else None
 
 
-def chains(script_out: str) -> List[List[int]]:
+def _hex(word: str) -> Optional[int]:
+    try:
+        return int(word, 16)
+    except ValueError:
+        return None
+
+
+def chain_counts(lines: Iterable[str]) -> Counter:
     """The call chains of `perf script -F cpu,ip` (a '[CPU]' line, then one
-    address a line, leaf first), one list per sample."""
-    out: List[List[int]] = []
-    for line in script_out.splitlines():
+    address a line, leaf first; the address on the '[CPU]' line itself when
+    perf has no chain), as tuples with how many samples had each."""
+    out: Counter = Counter()
+    cur: Optional[List[int]] = None
+    for line in lines:
         s = line.strip()
         if s.startswith("["):
-            out.append([])
-        elif s and out:
-            try:
-                out[-1].append(int(s.split()[0], 16))
-            except ValueError:
-                continue
+            if cur is not None:
+                out[tuple(cur)] += 1
+            cur = []
+            rest = s[s.index("]") + 1:].split() if "]" in s else []
+            a = _hex(rest[0]) if rest else None
+            if a is not None:
+                cur.append(a)
+        elif s and cur is not None:
+            a = _hex(s.split()[0])
+            if a is not None:
+                cur.append(a)
+    if cur is not None:
+        out[tuple(cur)] += 1
     return out
+
+
+def chains(script_out: str) -> List[List[int]]:
+    """chain_counts() as one list per sample (tests, small outputs)."""
+    return [list(c) for c, n in chain_counts(script_out.splitlines()).items()
+            for _ in range(n)]
 
 
 def parse_addr2line(text: str) -> Dict[int, Tuple[str, ...]]:
@@ -102,38 +150,54 @@ def parse_addr2line(text: str) -> Dict[int, Tuple[str, ...]]:
     return {a: tuple(f) for a, f in found.items()}
 
 
-def count(samples: Sequence[Sequence[int]], offset: int,
+def _entry(funcs: Tuple[str, ...]) -> bool:
+    return any(f.startswith(ENTRY_PREFIXES) for f in funcs)
+
+
+def count(samples: Union[Counter, Sequence[Sequence[int]]], offset: int,
           funcs_at: Dict[int, Tuple[str, ...]]) -> Counts:
-    """Counts of SAMPLES (runtime addresses, leaf first); OFFSET is the
-    runtime minus the link address; FUNCS_AT maps link addresses (return
-    addresses less one) to their inline chains."""
+    """Counts of SAMPLES (runtime addresses, leaf first; a Counter of chains
+    or a list of them); OFFSET is the runtime minus the link address;
+    FUNCS_AT maps link addresses (return addresses less one) to their
+    inline chains.  A chain is followed outward up to the first interrupt
+    entry."""
     c = Counts()
-    for chain in samples:
-        c.samples += 1
+    items = samples.items() if isinstance(samples, Counter) else ((s, 1) for s in samples)
+    wanted = set(FUNCTIONS)
+    for chain, n in items:
+        c.samples += n
         if not chain or chain[0] < KERNEL_FLOOR:
-            c.user += 1
+            c.user += n
             continue
         leaf = funcs_at.get(chain[0] - offset, ())
         if leaf and leaf[0] in IDLE_LEAVES:
-            c.idle += 1
+            c.idle += n
             continue
-        for f in set(leaf) & set(FUNCTIONS):
-            c.own[f] += 1
+        for f in set(leaf) & wanted:
+            c.own[f] += n
         within = set(leaf)
-        for ret in chain[1:]:
-            if ret >= KERNEL_FLOOR:
-                within.update(funcs_at.get(ret - 1 - offset, ()))
-        for f in within & set(FUNCTIONS):
-            c.within[f] += 1
+        if not _entry(leaf):
+            for ret in chain[1:]:
+                if ret < KERNEL_FLOOR:
+                    break
+                funcs = funcs_at.get(ret - 1 - offset, ())
+                if _entry(funcs):
+                    break
+                within.update(funcs)
+        for f in within & wanted:
+            c.within[f] += n
     return c
 
 
-def link_addresses(samples: Iterable[Sequence[int]], offset: int) -> List[int]:
-    """The link addresses to look up: leaves as they are, return addresses less one."""
+def link_addresses(samples: Iterable[Sequence[int]], offset: int,
+                   text: Tuple[int, int] = (KERNEL_FLOOR, 1 << 64)) -> List[int]:
+    """The link addresses to look up: leaves as they are, return addresses
+    less one; only those in the kernel's text (TEXT: its runtime start and
+    end; modules and BPF programs are loaded elsewhere)."""
     want = set()
     for chain in samples:
         for k, a in enumerate(chain):
-            if a >= KERNEL_FLOOR:
+            if text[0] <= a < text[1]:
                 want.add(a - offset - (1 if k else 0))
     return sorted(want)
 
@@ -146,16 +210,19 @@ def symbol(system_map: Path, name: str) -> int:
     raise LabError(f"{system_map}: no symbol {name}")
 
 
-def runtime_text(raw: Path) -> Optional[int]:
-    """_text as the guest's /proc/kallsyms gave it (guest/run-plan.sh)."""
+def runtime_text(raw: Path) -> Optional[Tuple[int, int]]:
+    """_text and _etext as the guest's /proc/kallsyms gave them (guest/run-plan.sh)."""
     f = raw / "kernel-text.txt"
     if not f.is_file():
         return None
+    found = {}
     for line in f.read_text().splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[2] == "_text":
-            return int(parts[0], 16)
-    return None
+        if len(parts) == 3 and parts[2] in ("_text", "_etext"):
+            found[parts[2]] = int(parts[0], 16)
+    if "_text" not in found:
+        return None
+    return found["_text"], found.get("_etext", 1 << 64)
 
 
 def _run(cmd: List[str], stdin: str = "") -> str:
@@ -168,14 +235,34 @@ def _run(cmd: List[str], stdin: str = "") -> str:
     return proc.stdout
 
 
-def symbolize_run(run_dir: Path, vmlinux: Path, offset: int) -> Counts:
+def _script(data: Path) -> Counter:
+    """perf script's chains, read as they come (a long run's text is gigabytes)."""
+    cmd = ["perf", "script", "-f", "-i", str(data), "-F", "cpu,ip"]
+    try:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as proc:
+            assert proc.stdout is not None
+            out = chain_counts(proc.stdout)
+            err = proc.stderr.read() if proc.stderr else ""
+    except OSError as exc:
+        raise LabError(f"perf: {exc}") from exc
+    if proc.returncode != 0:
+        raise LabError(f"perf script: exit {proc.returncode}: {err.strip()[-300:]}")
+    return out
+
+
+def symbolize_run(run_dir: Path, vmlinux: Path, offset: int,
+                  text: Tuple[int, int] = (KERNEL_FLOOR, 1 << 64)) -> Counts:
+    """profile.txt of one run folder; its perf.data is then removed (hundreds of
+    megabytes on 64 CPUs; profile.txt is what reparse reads)."""
     data = run_dir / "perf.data"
-    samples = chains(_run(["perf", "script", "-i", str(data), "-F", "cpu,ip"]))
-    addrs = link_addresses(samples, offset)
+    samples = _script(data)
+    addrs = link_addresses(samples, offset, text)
     funcs_at = parse_addr2line(_run(["addr2line", "-a", "-f", "-i", "-e", str(vmlinux)],
                                     "".join(f"{a:#x}\n" for a in addrs))) if addrs else {}
     c = count(samples, offset, funcs_at)
     (run_dir / OUT).write_text(c.text())
+    data.unlink()
     return c
 
 
@@ -183,16 +270,16 @@ def symbolize(raw: Path, vmlinux: Path) -> List[str]:
     """profile.txt for every run folder of RAW that has a perf.data; the
     problems met (a run without one keeps none and its parser says so)."""
     problems = []
-    rt = runtime_text(raw)
-    if rt is None:
+    text = runtime_text(raw)
+    if text is None:
         return [f"{raw}: no kernel-text.txt (the guest did not record where the kernel was)"]
     try:
-        offset = rt - symbol(vmlinux.parent / "System.map", "_text")
+        offset = text[0] - symbol(vmlinux.parent / "System.map", "_text")
     except (OSError, LabError) as exc:
         return [f"no link address of _text: {exc}"]
     for data in sorted(raw.glob("*/perf.data")):
         try:
-            symbolize_run(data.parent, vmlinux, offset)
-        except LabError as exc:
+            symbolize_run(data.parent, vmlinux, offset, text)
+        except (OSError, LabError) as exc:
             problems.append(f"{data.parent.name}: {exc}")
     return problems

@@ -67,10 +67,11 @@ def sample_table(labels: Sequence[str], own: bool = False) -> Tuple[List[str], L
 
 def cost_shares(run: Run) -> Dict[str, Dict[str, float]]:
     """Per mille of the run's instructions spent in each function a cost probe
-    timed, by the probe's key (domain, idle type, ...; "" for none): calls
-    times their mean over the run's instructions, at most 1e9 a guest second.
-    The calls over the probe's cut (interrupted, straddling a vCPU switch)
-    are left out, which keeps it a lower bound."""
+    timed, by the probe's key (domain, idle type, ...; "" for none): every
+    call (those over the probe's cut and those lost to nesting included)
+    counted at the mean of the calls under the cut, over the run's
+    instructions, at most 1e9 a guest second.  The calls over the cut cost
+    more than the mean: a lower bound."""
     if not run.seconds:
         raise LabError(f"{run.label} {run.workload} #{run.run}: no duration")
     total = INSNS_PER_SECOND * run.seconds

@@ -49,6 +49,9 @@ class BuildSpec:
 # high-resolution timers (configs/profile.config).
 def probe_build(variant: str, no_build: bool = False, arch: Optional[str] = None,
                 accel: str = "auto", profile: bool = False) -> BuildSpec:
+    if profile and (arch or "x86_64") != "x86_64":
+        # Its addresses, idle functions and interrupt entries are x86_64's (profile.py).
+        raise LabError(f"the profile probe runs on x86_64 guests only, not {arch}")
     config = "profile" if profile else "icount" if accel == "icount" else "probe"
     return BuildSpec(variant, config, arch, True, no_build)
 

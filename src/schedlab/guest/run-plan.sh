@@ -227,11 +227,13 @@ PROFILE=
 if grep -qx profile "$OUT/probes-used.txt" 2>/dev/null; then
 	if command -v perf > /dev/null; then
 		PROFILE=1
-		grep -w _text /proc/kallsyms > "$OUT/kernel-text.txt"
+		grep -w -e _text -e _etext /proc/kallsyms > "$OUT/kernel-text.txt"
 		# No throttling of the sample rate by perf's time budget: the
-		# rate is part of what was asked.
-		sysctl -q kernel.perf_cpu_time_max_percent=0 2>/dev/null
+		# rate is part of what was asked (the rate first: with no time
+		# budget the kernel refuses to change it).
 		sysctl -q kernel.perf_event_max_sample_rate=$(( 1000000000 / PROFILE_PERIOD_NS + 1000 )) 2>/dev/null
+		sysctl -q kernel.perf_cpu_time_max_percent=0 2>/dev/null
+		mkfifo "$PD/perf-ctl" "$PD/perf-ack"
 	else
 		echo "profile: perf is not installed (Debian package linux-perf)" >> "$OUT/probes-missing.txt"
 	fi
@@ -320,15 +322,18 @@ while read -r name i <&3; do
 		wait_for "$d/latency.txt" Tracing $LATP $LATWAIT || echo 'latency tool did not attach' >> "$d/problems.txt"
 	fi
 	if [ -n "$PROFILE" ]; then
-		perf record -a -g --kernel-callchains -e cpu-clock -c "$PROFILE_PERIOD_NS" -N -B \
+		# Events opened disabled (-D -1) and enabled through the control
+		# fifo once perf has set up (it scans every process first, slowly
+		# under TCG): the samples start when perf says so.
+		perf record -a -g --kernel-callchains -e cpu-clock -c "$PROFILE_PERIOD_NS" -N -B -D -1 \
+			--control "fifo:$PD/perf-ctl,$PD/perf-ack" \
 			-o "$PD/perf.data" > "$d/perf-record.txt" 2>&1 3<&- &
 		PERFP=$!
-		# Started when it holds an event per CPU (it prints nothing until it stops).
-		for t in $(seq 120); do
-			[ "$(find "/proc/$PERFP/fd" -lname 'anon_inode:*perf_event*' 2>/dev/null | wc -l)" -ge "$NCPU" ] && break
-			kill -0 "$PERFP" 2>/dev/null || break
-			sleep 0.5
-		done
+		# shellcheck disable=SC2016  # the inner shell expands its own arguments
+		if ! timeout 120 bash -c 'echo enable > "$1" && head -c 3 "$2" > /dev/null' _ \
+				"$PD/perf-ctl" "$PD/perf-ack"; then
+			echo 'perf record did not start sampling within 120 s' >> "$d/problems.txt"
+		fi
 	fi
 	gate on counting "$d/probe.txt" $BPF || echo 'the counting window did not open' >> "$d/problems.txt"
 	cat /proc/schedstat > "$d/schedstat-before.txt" 2>/dev/null
