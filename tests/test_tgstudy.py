@@ -101,3 +101,15 @@ def test_parser():
 def test_a_load_is_part_of_the_share_the_control_is_matched_on():
     assert tgstudy.setting_of("tg-hackbench-d2-seed-t8-l1.5") == ("hackbench", "seed l1.5", "8", "2")
     assert tgstudy.setting_of("tg-cpu-d1-s2-t8") == ("cpu", "s2", "8", "1")
+
+
+def test_depth_two_loss_beyond_the_control(tmp_path):
+    d = tmp_path / "tg"
+    write(d, "tg-switch-d1-seed-t8-l2", [80], 8 / 3, [300])
+    write(d, "tg-switch-d2-seed-t8-l2", [40], 8 / 9, [60])
+    write(d, "tg-cpu-d1-seed-t8-l2", [100], 8 / 3, [1])
+    write(d, "tg-cpu-d2-seed-t8-l2", [80], 8 / 9, [1])
+    row = [ln.split() for ln in tgstudy.table(str(d)).splitlines()
+           if ln.split()[:5] == ["switch", "seed", "l2", "8", "2"]][0]
+    # switch halves (0.5), the control loses a fifth (0.8): 0.5 / 0.8 - 1 = -37.5%
+    assert row[-1] == "-37.5%"

@@ -78,7 +78,7 @@ def table(label: str, markdown: bool = False) -> str:
         raise LabError(f"{label}: no runs of tg-... workloads")
     head = ["waker", "share", "tasks", "depth", "n", "achieved/entitled %", "CV%",
             "of control %"] + [t for _, t in SHOWN] + ["throughput/entitled CPU", "CV%",
-                                                       "d2 vs d1"]
+                                                       "d2 vs d1", "d2 beyond control"]
     # The control (CPU hogs) of each share and depth: what the machine gives a
     # group that never wakes anyone, with the same weights.
     control: Dict[Tuple[str, str], float] = {}
@@ -106,12 +106,28 @@ def table(label: str, markdown: bool = False) -> str:
             else:
                 row += ["-", "-"]
             row.append(_versus(sides, d))
+            row.append(_beyond(sides, d, control, share) if waker != CONTROL else "")
             rows.append(row)
     return _render(head, rows, markdown) + "\n" + (
         "d2 vs d1: depth 2's achieved/entitled and throughput per entitled CPU against "
         "depth 1's, in % (negative: depth 2 gets less); * where it is significant "
         f"({stats.SIGNIFICANCE_RULE}). of control: achieved/entitled over that of the "
-        "control (waker cpu: hogs that never wake anyone) at the same share and depth.\n")
+        "control (waker cpu: hogs that never wake anyone) at the same share and depth. "
+        "d2 beyond control: depth 2's achieved/entitled over depth 1's, against the "
+        "control's same ratio, in % (negative: depth 2 loses more than the control).\n")
+
+
+def _beyond(sides: Dict[str, Optional[Side]], d: str, control: Dict[Tuple[str, str], float],
+            share: str) -> str:
+    """Depth 2's achieved/entitled over depth 1's, against the same ratio of the
+    control at this share, in % (negative: depth 2 loses more than the control
+    does: the symptom the screening looks for)."""
+    one, two = sides.get("1"), sides.get("2")
+    c1, c2 = control.get((share, "1")), control.get((share, "2"))
+    if d != "2" or not one or not two or not c1 or not c2 or not one.values[RATIO].mean:
+        return ""
+    waker = two.values[RATIO].mean / one.values[RATIO].mean
+    return f"{100.0 * (waker / (c2 / c1) - 1):+.1f}%"
 
 
 def _versus(sides: Dict[str, Optional[Side]], d: str) -> str:
