@@ -46,7 +46,7 @@ def test_cost_share_is_calls_times_mean_over_a_billion_a_second(tmp_path):
     head, rows = profreport.cost_table([str(d)])
     # (1000 * 100 + 500 * 400) / 2e9 = 0.15 per mille
     assert rows[0][2] == "should_we_balance"
-    assert rows[0][4] == "0.150" and "MC 0.100" in rows[0][5]
+    assert rows[0][4] == rows[0][5] == "0.150" and "MC 0.100" in rows[0][6]
 
 
 def test_cost_share_of_a_probe_without_keys(tmp_path):
@@ -55,4 +55,4 @@ def test_cost_share_of_a_probe_without_keys(tmp_path):
         "select_task_rq_fair calls": 4000,
         "select_task_rq_fair instructions per call, mean": 500}, seconds=1.0)
     head, rows = profreport.cost_table([str(d)])
-    assert rows[0][2:] == ["select_task_rq_fair", "1", "2.000", "-"]
+    assert rows[0][2:] == ["select_task_rq_fair", "1", "2.000", "2.000", "-"]

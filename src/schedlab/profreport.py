@@ -12,7 +12,8 @@ interrupts come back on.
 Cost: under qemu -icount shift=0 the guest clock advances one ns per
 instruction of whichever vCPU runs, and jumps ahead when every vCPU idles,
 so a run of S seconds executed at most S * 1e9 instructions; calls times
-instructions per call over that is a lower bound of the function's share.
+instructions per call over that is the function's share (with the median
+per call; the mean carries the calls that straddled a vCPU switch).
 """
 
 from __future__ import annotations
@@ -65,13 +66,14 @@ def sample_table(labels: Sequence[str], own: bool = False) -> Tuple[List[str], L
     return head, rows
 
 
-def cost_shares(run: Run) -> Dict[str, Dict[str, float]]:
+def cost_shares(run: Run, stat: str = "median") -> Dict[str, Dict[str, float]]:
     """Per mille of the run's instructions spent in each function a cost probe
     timed, by the probe's key (domain, idle type, ...; "" for none): every
     call (those over the probe's cut and those lost to nesting included)
-    counted at the mean of the calls under the cut, over the run's
-    instructions, at most 1e9 a guest second.  The calls over the cut cost
-    more than the mean: a lower bound."""
+    counted at the median (or the mean) of the calls under the cut, over the
+    run's instructions, at most 1e9 a guest second.  The median is robust;
+    the mean also carries the calls that straddled a vCPU switch and counted
+    other vCPUs' instructions, up to the cut."""
     if not run.seconds:
         raise LabError(f"{run.label} {run.workload} #{run.run}: no duration")
     total = INSNS_PER_SECOND * run.seconds
@@ -82,24 +84,31 @@ def cost_shares(run: Run) -> Dict[str, Dict[str, float]]:
             continue
         func, tag = hit.groups()
         calls = run.metrics.get(f"{func} calls{tag}", {}).get("value", 0.0)
-        out.setdefault(func, {})[tag.strip(" ()")] = 1000.0 * calls * m["value"] / total
+        per = m["value"] if stat == "mean" else run.metrics.get(
+            f"{func} instructions per call, median{tag}", m)["value"]
+        out.setdefault(func, {})[tag.strip(" ()")] = 1000.0 * calls * per / total
     return out
 
 
 def cost_table(labels: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
-    head = ["result set", "workload", "function", "runs", "‰ (at least)", "by key ‰"]
+    head = ["result set", "workload", "function", "runs", "‰ by median", "‰ by mean",
+            "by key, by median ‰"]
     rows = []
     for label in labels:
         for w, runs in _by_workload(label).items():
-            shares = [cost_shares(r) for r in runs]
-            for func in sorted({f for sh in shares for f in sh}):
-                per = [sh[func] for sh in shares if func in sh]
-                s = stats.summarize([sum(p.values()) for p in per], "count")
-                keys = sorted({k for p in per for k in p if k})
-                by = ", ".join(f"{k} {stats.amean([p.get(k, 0.0) for p in per]):.3f}"
+            med = [cost_shares(r) for r in runs]
+            mean = [cost_shares(r, "mean") for r in runs]
+            for func in sorted({f for sh in med for f in sh}):
+                cells = []
+                for shares in (med, mean):
+                    per = [sum(sh[func].values()) for sh in shares if func in sh]
+                    s = stats.summarize(per, "count")
+                    cells.append(f"{s.mean:.3f}" + (f" ± {s.stdev:.3f}" if s.n > 1 else ""))
+                per_key = [sh[func] for sh in med if func in sh]
+                keys = sorted({k for p in per_key for k in p if k})
+                by = ", ".join(f"{k} {stats.amean([p.get(k, 0.0) for p in per_key]):.3f}"
                                for k in keys)
-                sd = f" ± {s.stdev:.3f}" if s.n > 1 else ""
-                rows.append([label, w, func, str(s.n), f"{s.mean:.3f}{sd}", by or "-"])
+                rows.append([label, w, func, str(len(per_key)), *cells, by or "-"])
     if not rows:
         raise LabError("no cost probe runs in " + ", ".join(labels))
     return head, rows
@@ -124,8 +133,8 @@ def report(labels: Sequence[str], cost: Sequence[str] = (), markdown: bool = Fal
         out.append("\nIts own code and what is inlined into it:\n")
         out.append(render(*sample_table(labels, own=True), markdown))
     if cost:
-        out.append("\nFrom the cost probes: calls x instructions per call over the run's "
-                   "instructions (at most 1e9 per guest second under icount), per mille, "
-                   "mean ± sd over runs:\n")
+        out.append("\nFrom the cost probes: calls x instructions per call (the median, "
+                   "and the mean) over the run's instructions (at most 1e9 per guest second "
+                   "under icount), per mille, mean ± sd over runs:\n")
         out.append(render(*cost_table(cost), markdown))
     return "".join(out)
