@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Sequence, Tuple
 
-from . import stats
+from . import stats, tables
 from .profile import FUNCTIONS
 from .results import Run, find, read_runs
 from .util import LabError
@@ -115,13 +115,7 @@ def cost_table(labels: Sequence[str]) -> Tuple[List[str], List[List[str]]]:
 
 
 def render(head: List[str], rows: List[List[str]], markdown: bool) -> str:
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(lines) + "\n"
-    widths = [max(len(x) for x in col) for col in zip(head, *rows)]
-    return "\n".join("  ".join(x.ljust(w) for x, w in zip(r, widths))
-                     for r in [head] + rows) + "\n"
+    return "\n".join(tables.render_table(head, rows, markdown)) + "\n"
 
 
 def report(labels: Sequence[str], cost: Sequence[str] = (), markdown: bool = False) -> str:
