@@ -113,3 +113,38 @@ def test_depth_two_loss_beyond_the_control(tmp_path):
            if ln.split()[:5] == ["switch", "seed", "l2", "8", "2"]][0]
     # switch halves (0.5), the control loses a fifth (0.8): 0.5 / 0.8 - 1 = -37.5%
     assert row[-1] == "-37.5%"
+
+
+def _boot_runs(folder, boot, w1, w2, c1, c2):
+    for workload, v in (("tg-switch-d1-seed-t8-l2", w1), ("tg-switch-d2-seed-t8-l2", w2),
+                        ("tg-cpu-d1-seed-t8-l2", c1), ("tg-cpu-d2-seed-t8-l2", c2)):
+        folder.mkdir(exist_ok=True)
+        run = {"label": folder.name, "workload": workload, "complete": True, "boot": boot,
+               "metrics": {"tg achieved/entitled": _metric(v)}}
+        (folder / f"run-{workload}-{boot}.json").write_text(json.dumps(run))
+
+
+def test_beyond_control_per_boot_and_versus(tmp_path):
+    base, on = tmp_path / "base", tmp_path / "on"
+    # base: depth 2 keeps 50%, 60%, 55% of depth 1 where the control keeps 100%
+    for b, w2 in enumerate((50, 60, 55)):
+        _boot_runs(base, b, 100, w2, 80, 80)
+    # on: 80%, 85%, 90%; the control's ratio 1.0 again
+    for b, w2 in enumerate((80, 85, 90)):
+        _boot_runs(on, b, 100, w2, 70, 70)
+    got = tgstudy.beyond_by_boot(str(base))
+    assert list(got) == [("switch", "seed l2", "8")]
+    assert got[("switch", "seed l2", "8")] == pytest.approx({0: -50.0, 1: -40.0, 2: -45.0})
+    text = tgstudy.versus_table([str(base), str(on)])
+    row = [ln.split() for ln in text.splitlines() if str(on) in ln][0]
+    # loss 45 -> 15 points: +30.0 points, 67% of the loss closed, significant
+    assert row[-3:] == ["+30.0", "67", "*"]
+    first = [ln for ln in text.splitlines() if str(base) in ln][0]
+    assert "-50.0, -40.0, -45.0" in first
+
+
+def test_versus_needs_both_depths_and_control(tmp_path):
+    d = tmp_path / "x"
+    write(d, "tg-dbench-d2-seed-t8", [50], 1, [1])
+    with pytest.raises(LabError, match="no boot with both depths"):
+        tgstudy.versus_table([str(d)])

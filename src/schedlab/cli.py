@@ -370,17 +370,25 @@ def add_profile_report(sub: Sub) -> None:
 
 
 def cmd_tg_report(args: argparse.Namespace) -> int:
-    say(tgstudy.table(args.label, args.markdown))
+    for label in args.label:
+        if len(args.label) > 1:
+            say(f"{label}:")
+        say(tgstudy.table(label, args.markdown))
+    if len(args.label) > 1:
+        say(tgstudy.versus_table(args.label, args.markdown))
     return 0
 
 
 def add_tg_report(sub: Sub) -> None:
     s = command(sub, "tg-report", cmd_tg_report,
                 "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
-                "workloads of a result set (label or folder)", """
+                "workloads of a result set (label or folder); with several, also "
+                "each boot's depth-2 loss beyond the control, each set against the "
+                "first", """
 ./schedlab tg-report tg-scan-smt4-base
-./schedlab tg-report tg-scan-smt8-base --markdown""")
-    s.add_argument("label", type=result_set_arg)
+./schedlab tg-report tg-scan-smt8-base --markdown
+./schedlab tg-report tg-ab-smt4-l2-base tg-ab-smt4-l2-aa tg-ab-smt4-l2-on   # an A/A and an A/B""")
+    s.add_argument("label", nargs="+", type=result_set_arg)
     s.add_argument("--markdown", action="store_true")
 
 

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import stats
 from . import workloads as workmod
 from .results import Run, find, read_runs
+from .tables import render_table
 from .util import LabError
 
 _NAME = re.compile(r"tg-(\w+)-d([12])-(seed|s[0-9.]+)-t(\d+)(?:-l([0-9.]+))?")
@@ -152,3 +153,67 @@ def _render(head: List[str], rows: List[List[str]], markdown: bool) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
     fmt = "  ".join(f"{{:>{w}}}" for w in widths)
     return "\n".join([fmt.format(*head)] + [fmt.format(*r) for r in rows])
+
+
+Setting = Tuple[str, str, str]          # waker, share, tasks
+
+
+def beyond_by_boot(label: str) -> Dict[Setting, Dict[int, float]]:
+    """Each waker setting's "d2 beyond control" per boot of LABEL: depth 2's
+    achieved/entitled over depth 1's, against the control's same ratio at
+    that share in the same boot, in % (the runs of a boot averaged first)."""
+    cells: Dict[Tuple[str, str, str, str, int], List[float]] = {}
+    for r in read_runs(find(label)):
+        s = setting_of(r.workload or "")
+        if s and RATIO in r.metrics:
+            cells.setdefault((*s, r.boot or 0), []).append(r.metrics[RATIO]["value"])
+    mean = {k: sum(v) / len(v) for k, v in cells.items()}
+    control = {(share, d, boot): v for (waker, share, _t, d, boot), v in mean.items()
+               if waker == CONTROL}
+    out: Dict[Setting, Dict[int, float]] = {}
+    for (waker, share, tasks, d, boot), two in sorted(mean.items()):
+        one = mean.get((waker, share, tasks, "1", boot))
+        c1, c2 = control.get((share, "1", boot)), control.get((share, "2", boot))
+        if waker == CONTROL or d != "2" or not one or not c1 or not c2:
+            continue
+        out.setdefault((waker, share, tasks), {})[boot] = 100.0 * ((two / one) / (c2 / c1) - 1)
+    return out
+
+
+def versus_table(labels: Sequence[str], markdown: bool = False) -> str:
+    """"d2 beyond control" per boot of each result set, and each set after the
+    first against the first: the change in points, the share of the first's
+    depth-2 loss it closes, and whether the change is significant."""
+    by_label = [(label, beyond_by_boot(label)) for label in labels]
+    settings = sorted({s for _, sets in by_label for s in sets})
+    if not settings:
+        raise LabError(f"{', '.join(labels)}: no boot with both depths of a waker and "
+                       "of the control")
+    head = ["setting", "result set", "boots", "d2 beyond control per boot %", "mean %",
+            "sd", "vs first (points)", "loss closed %", "sig"]
+    body: List[List[str]] = []
+    for setting in settings:
+        first: Optional[stats.Summary] = None
+        for i, (label, sets) in enumerate(by_label):
+            xs = [v for _, v in sorted(sets.get(setting, {}).items())]
+            if not xs:
+                continue
+            sm = stats.summarize(xs, "count")
+            row = [" ".join(setting), label, str(len(xs)), ", ".join(f"{x:+.1f}" for x in xs),
+                   f"{sm.mean:+.1f}", f"{sm.stdev:.1f}"]
+            if i == 0:
+                first = sm
+                row += ["", "", ""]
+            elif first is None:
+                row += ["-", "-", "-"]
+            else:
+                closed = (f"{100.0 * (sm.mean - first.mean) / -first.mean:.0f}"
+                          if first.mean < 0 else "-")
+                row += [f"{sm.mean - first.mean:+.1f}", closed,
+                        "*" if stats.significant(first, sm) else ""]
+            body.append(row)
+    return "\n".join(render_table(head, body, markdown)) + "\n" + (
+        "d2 beyond control per boot: in each boot, depth 2's achieved/entitled over depth "
+        "1's against the control's same ratio (negative: depth 2 loses more than the "
+        "control). loss closed: the change against the first set, as a share of the first "
+        f"set's loss (100: none left). sig: {stats.SIGNIFICANCE_RULE}, over boots.\n")
