@@ -109,7 +109,7 @@ def table(label: str, markdown: bool = False) -> str:
             row.append(_versus(sides, d))
             row.append(_beyond(sides, d, control, share) if waker != CONTROL else "")
             rows.append(row)
-    return _render(head, rows, markdown) + "\n" + (
+    return "\n".join(render_table(head, rows, markdown)) + "\n" + (
         "d2 vs d1: depth 2's achieved/entitled and throughput per entitled CPU against "
         "depth 1's, in % (negative: depth 2 gets less); * where it is significant "
         f"({stats.SIGNIFICANCE_RULE}). of control: achieved/entitled over that of the "
@@ -127,8 +127,12 @@ def _beyond(sides: Dict[str, Optional[Side]], d: str, control: Dict[Tuple[str, s
     c1, c2 = control.get((share, "1")), control.get((share, "2"))
     if d != "2" or not one or not two or not c1 or not c2 or not one.values[RATIO].mean:
         return ""
-    waker = two.values[RATIO].mean / one.values[RATIO].mean
-    return f"{100.0 * (waker / (c2 / c1) - 1):+.1f}%"
+    return f"{_beyond_pct(one.values[RATIO].mean, two.values[RATIO].mean, c1, c2):+.1f}%"
+
+
+def _beyond_pct(one: float, two: float, c1: float, c2: float) -> float:
+    """Depth 2's ratio to depth 1 (ONE, TWO) against the control's (C1, C2), in %."""
+    return 100.0 * ((two / one) / (c2 / c1) - 1)
 
 
 def _versus(sides: Dict[str, Optional[Side]], d: str) -> str:
@@ -143,16 +147,6 @@ def _versus(sides: Dict[str, Optional[Side]], d: str) -> str:
         star = "*" if stats.significant(a, b) else ""
         parts.append(f"{100.0 * (b.mean - a.mean) / a.mean:+.1f}%{star}")
     return " / ".join(parts)
-
-
-def _render(head: List[str], rows: List[List[str]], markdown: bool) -> str:
-    if markdown:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(r) + " |" for r in rows]
-        return "\n".join(out)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
-    return "\n".join([fmt.format(*head)] + [fmt.format(*r) for r in rows])
 
 
 Setting = Tuple[str, str, str]          # waker, share, tasks
@@ -176,7 +170,7 @@ def beyond_by_boot(label: str) -> Dict[Setting, Dict[int, float]]:
         c1, c2 = control.get((share, "1", boot)), control.get((share, "2", boot))
         if waker == CONTROL or d != "2" or not one or not c1 or not c2:
             continue
-        out.setdefault((waker, share, tasks), {})[boot] = 100.0 * ((two / one) / (c2 / c1) - 1)
+        out.setdefault((waker, share, tasks), {})[boot] = _beyond_pct(one, two, c1, c2)
     return out
 
 
