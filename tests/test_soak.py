@@ -282,3 +282,15 @@ def test_without_a_base_every_test_failing_a_whole_boot_gets_a_second(tmp_path, 
         "cgroup/share": 'echo "not ok 1 w"\nexit 1\n', "cgroup/fine": 'echo "ok 1 f"\n'}, None)
     assert len(boots) == 2 and "share" in boots[1] and "fine" not in boots[1]
     assert res.attempts["cgroup.share.w"] == ["FAIL"] * 2 * (1 + peer.RETRIES_PER_BOOT)
+
+
+def test_round_lengths_and_stall_dumps_are_reported_not_failed(tmp_path):
+    (tmp_path / "time.hackbench").write_text("31\n250\n")
+    (tmp_path / "stall.hackbench.1795858284").write_text("# ps\n")
+    res = _result(tmp_path)
+    soak.verdict(res, None)
+    assert res.ok
+    assert res.round_secs["hackbench"] == [31, 250] and res.round_secs["fanout"] == []
+    assert res.stalls == ["stall.hackbench.1795858284"]
+    text = soak.summary(res)
+    assert "hackbench 31 250" in text and "stall.hackbench.1795858284" in text

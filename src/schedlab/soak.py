@@ -88,6 +88,8 @@ class SoakResult:
     faults: Dict[str, int] = field(default_factory=dict)
     floors: Dict[str, int] = field(default_factory=dict)
     rounds: Dict[str, Dict[str, int]] = field(default_factory=dict)   # workload -> status -> n
+    round_secs: Dict[str, List[int]] = field(default_factory=dict)    # workload -> each round's s
+    stalls: List[str] = field(default_factory=list)   # soak.sh's stall.* dumps (a slow round)
     splats: List[str] = field(default_factory=list)                    # first lines
     problems: List[str] = field(default_factory=list)
     log: List[str] = field(default_factory=list)
@@ -129,6 +131,7 @@ def read_output(out: Path, res: SoakResult) -> SoakResult:
     for w in WORKLOADS:
         statuses = _lines(out / f"work.{w}")
         res.rounds[w] = {s: statuses.count(s) for s in sorted(set(statuses))}
+        res.round_secs[w] = [int(t) for t in _lines(out / f"time.{w}") if t.isdigit()]
         if not statuses:
             res.problems.append(f"{w}: no round completed")
         for s, n in res.rounds[w].items():
@@ -138,6 +141,7 @@ def read_output(out: Path, res: SoakResult) -> SoakResult:
                 res.problems.append(f"{w}: {n} round(s) failed with exit status {s}")
     if _lines(out / "status.txt") != ["0"]:
         res.problems.append("the soak did not finish (no status from the guest)")
+    res.stalls = sorted(f.name for f in out.glob("stall.*"))
     res.splats = [ln for ln in _lines(out / "dmesg.txt") if SPLAT.search(ln)]
     res.log = _lines(out / "log.txt")
     return res
@@ -177,6 +181,11 @@ def summary(res: SoakResult) -> str:
              "  workload rounds by exit status: " + "; ".join(
                  f"{w} " + ", ".join(f"{s}: {n}" for s, n in r.items())
                  for w, r in res.rounds.items())]
+    if any(res.round_secs.values()):
+        lines.append("  round lengths, s: " + "; ".join(
+            f"{w} " + " ".join(map(str, t)) for w, t in res.round_secs.items() if t))
+    if res.stalls:
+        lines.append(f"  slow rounds looked at (in {res.out}): " + " ".join(res.stalls))
     lines.append(f"  splats: {len(res.splats)}")
     lines += [f"    {s}" for s in res.splats[:20]]
     if res.problems:

@@ -6,6 +6,11 @@
 #   count.NAME      one line per fault injected (hotplug, cgroup, partition, flip)
 #   work.NAME       one exit status per workload round (hackbench, stress,
 #                   fanout); 124 is a round that hit its time limit (hung)
+#   time.NAME       each round's length in seconds, in the same order
+#   stall.NAME.T    what a round that has run STALL_AFTER seconds is doing
+#                   (T: its start): its tasks' states, stacks and scheduler
+#                   statistics, and the runqueues (the blocked tasks go to
+#                   dmesg.txt through sysrq-w)
 #   log.txt         what each loop did that failed, for the summary
 #   dmesg.txt       the kernel log at the end; status.txt: 0 once done
 set -u
@@ -17,6 +22,7 @@ knob=/sys/kernel/debug/sched/newidle_cost_pct
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
 round_limit=600		# a workload round longer than this is hung
+STALL_AFTER=240		# a round still running after this is looked at, once
 mkdir -p "$out"
 : > "$out/log.txt"
 
@@ -38,18 +44,54 @@ mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 echo "+cpu +cpuset" > "$cgr/cgroup.subtree_control"
 cd /tmp || exit 1
 log "soak: $secs s on $ncpu CPUs, $(uname -r)"
+# A task blocked for longer than a round may take is reported (a splat),
+# before the round's own time limit kills it.
+hung=/proc/sys/kernel/hung_task_timeout_secs
+[ ! -w "$hung" ] || echo "$STALL_AFTER" > "$hung"
 
 # --- load ------------------------------------------------------------------
 # Each loop runs rounds until the window closes; every round's status is
 # kept. The fan-out runs perf's hackbench in a group three levels deep.
 workload() {
-	local name=$1 rc; shift
+	local name=$1 rc pid t0 looked; shift
 	while alive; do
-		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1
+		# timeout runs the round in a process group of its own ($pid)
+		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1 &
+		pid=$! t0=$EPOCHSECONDS looked=
+		while kill -0 "$pid" 2> /dev/null; do
+			if [ -z "$looked" ] && (( EPOCHSECONDS - t0 >= STALL_AFTER )); then
+				stalled "$out/stall.$name.$t0" "$pid" "$t0"
+				log "$name: round running for $STALL_AFTER s: stall.$name.$t0"
+				looked=1
+			fi
+			sleep 2
+		done
+		wait "$pid"
 		rc=$?
 		echo $rc >> "$out/work.$name"
+		echo $(( EPOCHSECONDS - t0 )) >> "$out/time.$name"
 		[ $rc = 0 ] || log "$name: exit status $rc: $(tail -c 300 "$out/out.$name")"
 	done
+}
+
+# stalled FILE PGID START: what the tasks of process group PGID (a round
+# started at START) are doing, and the runqueues, into FILE; the blocked
+# tasks of the whole guest to dmesg.
+stalled() {
+	local t
+	{
+		echo "# ps at $EPOCHSECONDS, $(( EPOCHSECONDS - $3 )) s into the round"
+		ps -eLo pid,tid,pgid,stat,psr,ni,wchan:28,etimes,comm
+		for t in $(ps -eLo tid=,pgid= | awk -v g="$2" '$2 == g { print $1 }'); do
+			t=/proc/$t
+			echo "# $t: $(tr '\0' ' ' < "$t/cmdline" 2> /dev/null)"
+			grep -E '^(State|Cpus_allowed_list|voluntary|nonvoluntary)' "$t/status"
+			cat "$t/stack" "$t/sched" 2> /dev/null
+		done
+		echo "# /sys/kernel/debug/sched/debug"
+		cat /sys/kernel/debug/sched/debug
+	} > "$1" 2>&1
+	echo w > /proc/sysrq-trigger
 }
 
 fanout() {
