@@ -123,6 +123,10 @@ def test_cost_programs_fill_every_placeholder():
             "count(); @swbc_name[$k] = str(args->env->sd->name);") in swb
     assert swb.index("@swbc_lv[cpu] = $k") < swb.index("@swbc_t0[cpu] = nsecs")  # t0 last
     assert "@swbc_d[$l, $d / 1 * 1] = count();" in swb and "if ($d >= 6000)" in swb
+    # sched_balance_rq() by domain and idle type: its fourth argument.
+    assert "$k = args->sd->level * 4 + args->idle;" in probemod.PROBES["lb-cost-idle"].bpftrace(
+        "kfunc")
+    assert "* 4 + arg3;" in probemod.PROBES["lb-cost-idle"].bpftrace("kprobe")
 
 
 def test_icount_boot_is_single_thread_tcg_with_icount():

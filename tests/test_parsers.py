@@ -45,7 +45,8 @@ def test_dbench_throughput_line():
 
 def test_schedstat_sums_domains_by_idle_type():
     after = p.schedstat(read("schedstat-after.txt"))
-    assert set(after) == {"SMT", "MC"}
+    assert set(after) == {"SMT", "MC", "cpu"}
+    assert after["cpu"]["sched_goidle"] > 0
     # cpu0 domain0 (SMT) alone: busy lb_count 9, idle lb_count 386.
     lines = [ln for ln in read("schedstat-after.txt").splitlines()]
     one = "\n".join(["version 17"] + [ln for ln in lines if ln.startswith("domain0 SMT 0f")][:1])
@@ -58,8 +59,21 @@ def test_schedstat_delta_and_version_check():
     d = p.schedstat_delta(read("schedstat-before.txt"), read("schedstat-after.txt"))
     assert d["balance SMT idle"].value > 0
     assert d["balance MC busy"].kind == "count"
+    assert "balance cpu busy" not in d
     with pytest.raises(ValueError):
         p.schedstat("version 15\n")
+
+
+def test_schedstat_idle_entries_and_newidle_pulls_by_hand():
+    def text(goidle, count, balanced, failed):
+        newidle = [count, balanced, failed] + [0] * 8
+        dom = " ".join(map(str, [0] * 22 + newidle + [0] * 3))
+        return (f"version 17\ntimestamp 1\ncpu0 0 0 10 {goidle} 0 0 0 0 0\n"
+                f"cpu1 0 0 10 {goidle} 0 0 0 0 0\ndomain0 MC ff {dom}\n")
+    d = p.schedstat_delta(text(5, 10, 2, 1), text(8, 30, 6, 4))
+    assert d["idle entries (sched_goidle)"].value == 6      # 3 more on each of two CPUs
+    assert d["balance MC newidle"].value == 20
+    assert d["balance MC newidle pulled"].value == 20 - 4 - 3
 
 
 def test_proc_stat_busy_by_hand():

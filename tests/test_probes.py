@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from schedlab import compare, plots
+from schedlab import compare, parsers, plots
 from schedlab import probes as probemod
 from schedlab import workloads as workmod
 from schedlab.util import LabError
@@ -103,7 +103,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r for w in workmod.all_results() for r in w.results] + [
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
-    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile")
+    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile", "ni")
              for m in probemod.PROBES[p].metrics}
     cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [
@@ -188,3 +188,23 @@ def test_tg_workloads_take_a_load():
     assert "1.5 runnable tasks per CPU" in w.what
     with pytest.raises(LabError):
         workmod.workload("tg-switch-d2-seed-t8-l0")
+
+
+def test_ni_probe_gives_the_ratio_state_and_the_gate_shares_per_domain():
+    text = ("@ni_n[0]: 10\n@ni_n[1]: 4\n@ni_name[0]: SMT\n@ni_name[1]: MC\n"
+            "@ni_ratio[0]: 7168\n@ni_off[0]: 5\n@ni_first[1]: 4\n@ni_cost[0]: 2500000\n"
+            "@ni_gate[0, 0]: 2\n@ni_gate[0, 1]: 3\n@ni_gate[0, 4]: 5\n@ni_gate[1, 3]: 4\n")
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 2.0, text)
+    probemod.PROBES["ni"].parse(p)
+    m = {k: v.value for k, v in p.metrics.items()}
+    assert m["newidle balances (SMT)"] == 10 and m["newidle balances (MC)"] == 4
+    assert m["NI ratio at newidle balance, mean (SMT)"] == 716.8
+    assert m["NI ratio at 1024 (die off) (SMT)"] == 50.0
+    assert m["NI ratio never recomputed (MC)"] == 100.0
+    assert m["max_newidle_lb_cost at newidle balance, mean (SMT)"] == 250.0   # us
+    assert [m[f"avg_idle below {x}x max_newidle_lb_cost (SMT)"] for x in (1, 2, 4, 10)] == [
+        20.0, 50.0, 50.0, 50.0]
+    assert m["avg_idle below 10x max_newidle_lb_cost (MC)"] == 100.0
+    prog = probemod.PROBES["ni"].bpftrace("kprobe")
+    assert "$sd = ((struct sched_domain *)arg2);" in prog and "%" not in prog.replace("%d", "")
+    assert "args->this_rq->avg_idle" in probemod.PROBES["ni"].bpftrace("kfunc")

@@ -75,13 +75,24 @@ LB_FIELDS = ("lb_count", "lb_balanced", "lb_failed", "lb_imbalance_load", "lb_im
              "lb_nobusyq", "lb_nobusyg")
 
 
+# A CPU's line: cpuN yld_count 0 sched_count sched_goidle ttwu_count ...;
+# sched_goidle counts the times the CPU switched to its idle task.
+CPU_FIELDS = {"sched_goidle": 4}
+
+
 def schedstat(text: str) -> Dict[str, Dict[str, int]]:
-    """Sum over CPUs of each domain level's counters: {'MC': {'lb_count.busy': n}}."""
+    """Sum over CPUs of each domain level's counters: {'MC': {'lb_count.busy': n}},
+    and of the CPUs' own counters under 'cpu': {'cpu': {'sched_goidle': n}}."""
     if not re.search(r"^version 17$", text, re.M):
         raise ValueError("only /proc/schedstat version 17 is understood")
     out: Dict[str, Dict[str, int]] = {}
     for line in text.splitlines():
         parts = line.split()
+        if parts and re.fullmatch(r"cpu\d+", parts[0]) and len(parts) > max(CPU_FIELDS.values()):
+            cpu = out.setdefault("cpu", {})
+            for field, i in CPU_FIELDS.items():
+                cpu[field] = cpu.get(field, 0) + int(parts[i])
+            continue
         if not parts or not parts[0].startswith("domain") or len(parts) < 3 + 33:
             continue
         name = parts[1]
@@ -95,14 +106,25 @@ def schedstat(text: str) -> Dict[str, Dict[str, int]]:
 
 
 def schedstat_delta(before: str, after: str) -> Dict[str, Metric]:
-    """Load-balance attempts per domain level and idle type during a run."""
+    """Load-balance attempts per domain level and idle type during a run; the
+    newly idle ones that moved something (neither balanced already nor
+    failed); the times CPUs went idle."""
     a, b = schedstat(before), schedstat(after)
+
+    def delta(name: str, key: str) -> float:
+        return float(b[name].get(key, 0) - a.get(name, {}).get(key, 0))
     out: Dict[str, Metric] = {}
     for name in b:
+        if name == "cpu":
+            out["idle entries (sched_goidle)"] = Metric(delta(name, "sched_goidle"), "entries",
+                                                        "count", False)
+            continue
         for itype in IDLE_TYPES:
-            key = f"lb_count.{itype}"
-            n = b[name].get(key, 0) - a.get(name, {}).get(key, 0)
-            out[f"balance {name} {itype}"] = Metric(float(n), "calls", "count", False)
+            out[f"balance {name} {itype}"] = Metric(delta(name, f"lb_count.{itype}"), "calls",
+                                                    "count", False)
+        pulled = sum(sign * delta(name, f"{f}.newidle") for sign, f in
+                     ((1, "lb_count"), (-1, "lb_balanced"), (-1, "lb_failed")))
+        out[f"balance {name} newidle pulled"] = Metric(pulled, "calls", "count", False)
     return out
 
 

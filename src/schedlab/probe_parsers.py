@@ -112,6 +112,42 @@ def avgidle(p: Parsed) -> None:
             100.0 * p.maps.get("ai_lt500", 0.0) / n, "%", "count", False)
 
 
+# ni.bt's avg_idle buckets: below 1, 2, 4 and 10 times max_newidle_lb_cost, and above.
+NI_GATE_MULTIPLES = (1, 2, 4, 10)
+
+
+def ni(p: Parsed) -> None:
+    """Per domain: newly idle balances, their NI ratio (mean; shares at 1024
+    and never recomputed), the domain's cost, and the cumulative shares of
+    balances whose CPU's avg_idle was below each multiple of that cost."""
+    names = parsers.bpftrace_string_maps(p.probe_out).get("ni_name", {})
+    gate = re.compile(r"^ni_gate\[(\d+), (\d+)\]$")
+    buckets: Dict[str, Dict[int, float]] = {}
+    for key, value in p.maps.items():
+        m = gate.match(key)
+        if m:
+            buckets.setdefault(m.group(1), {})[int(m.group(2))] = value
+    for level in sorted((k[5:-1] for k in p.maps if k.startswith("ni_n[")), key=int):
+        n = p.maps[f"ni_n[{level}]"]
+        tag = f" ({names.get(level, 'level ' + level)})"
+        p.metrics["newidle balances" + tag] = Metric(n, "calls", "count", False)
+        if not n:
+            continue
+        p.metrics["NI ratio at newidle balance, mean" + tag] = Metric(
+            p.maps.get(f"ni_ratio[{level}]", 0.0) / n, "/1024", "count", False)
+        for name, key in (("NI ratio at 1024 (die off)", "ni_off"),
+                          ("NI ratio never recomputed", "ni_first")):
+            p.metrics[name + tag] = Metric(100.0 * p.maps.get(f"{key}[{level}]", 0.0) / n, "%",
+                                           "count", False)
+        p.metrics["max_newidle_lb_cost at newidle balance, mean" + tag] = Metric(
+            p.maps.get(f"ni_cost[{level}]", 0.0) / n / 1000, "us", "count", False)
+        below = 0.0
+        for b, x in enumerate(NI_GATE_MULTIPLES):
+            below += buckets.get(level, {}).get(b, 0.0)
+            p.metrics[f"avg_idle below {x}x max_newidle_lb_cost" + tag] = Metric(
+                100.0 * below / n, "%", "count", False)
+
+
 def latency(p: Parsed) -> None:
     if p.latency_tool in ("bcc", "libbpf"):
         lat = parsers.funclatency(p.latency_out)

@@ -127,6 +127,11 @@ COST_PROBES = (
                ("args->env->sd", "((struct lb_env *)arg0)->sd"), 6000),
     cost_probe("lb-cost", "sched_balance_rq", "lbc",
                ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5),
+    # The same by the balance's idle type (busy, idle, newly idle): what a
+    # newly idle balance costs apart from the periodic ones.
+    cost_probe("lb-cost-idle", "sched_balance_rq", "lbi",
+               ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5,
+               idle=("args->idle", "arg3")),
     cost_probe("wake-cost", "select_task_rq_fair", "wkc", None, 6000, nargs=3),
     # The group statistics and the busiest group's choice alone, by domain and
     # idle type: what SG_STATS_REUSE saves in a busy balance that computes them.
@@ -213,6 +218,21 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
                 for what, unit in (("group statistics computed", "calls"),
                                    ("reads", "reads"))),
           pp.lb_reads, "lbreads", (("%ENV%", "args->env", "arg0"),)),
+    Probe("ni", "newly idle balances by sched domain: NI_RANDOM's ratio (mean, share at "
+                "1024 where the die is off, share never recomputed) and avg_idle as a multiple "
+                "of the domain's max_newidle_lb_cost (shares below 1, 2, 4, 10)",
+          ("sched_balance_rq",), ("ni_n", "ni_ratio", "ni_cost", "ni_off", "ni_first",
+                                  "ni_gate", "ni_name"),
+          (MetricSpec("newidle balances", "calls", per_domain=True),
+           MetricSpec("NI ratio at newidle balance, mean", "/1024", per_domain=True),
+           MetricSpec("NI ratio at 1024 (die off)", "%", headline=True, per_domain=True),
+           MetricSpec("NI ratio never recomputed", "%", per_domain=True),
+           MetricSpec("max_newidle_lb_cost at newidle balance, mean", "us", per_domain=True),
+           *(MetricSpec(f"avg_idle below {x}x max_newidle_lb_cost", "%",
+                        headline=x == pp.NI_GATE_MULTIPLES[-1], per_domain=True)
+             for x in pp.NI_GATE_MULTIPLES)),
+          pp.ni, "ni", (("%SD%", "args->sd", "((struct sched_domain *)arg2)"),
+                        ("%THISRQ%", "args->this_rq", "((struct rq *)arg1)"))),
     Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
                      "when the idle period ends): mean, share below 500 us, histogram",
           ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us"),

@@ -75,6 +75,18 @@ _add(Workload("hackbench-overload", "hackbench -g $(( 2 * NCPU )) -l 20", parser
               ("hackbench",), "rt-tests hackbench, processes over sockets, 2 groups per "
               "online CPU (80 tasks per CPU): overloaded and going idle often", timed=False,
               results=("hackbench time",)))
+# For newly idle balancing against NI_RANDOM/NI_RATE (docs/newidle-ni-rate-plan.md):
+# many short idle periods that IPC wakeups end (a timed sleep rounds up to a
+# tick in the lab's builds).
+_add(Workload("ni-fifo", f"{_G}; stress-ng --fifo $G --fifo-readers 32 --timeout ${{SECS}}s "
+              "--metrics-brief", parsers.stress_ng, ("stress-ng",),
+              "stress-ng fifo, 1 writer per 4 CPUs waking its 32 readers one at a time "
+              "(8 blocked readers per CPU, the shape of schbench -m 4 on 16 CPUs)",
+              results=("stress-ng fifo bogo-ops/s",)))
+_add(Workload("ni-hackbench", f"{_G}; hackbench -g $G -l $(( 50 * SECS ))", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, processes over sockets, 1 group per 4 "
+              "CPUs (10 tasks per CPU), 50 loops per second of --seconds (about that long "
+              "on icount smt8)", timed=False, results=("hackbench time",)))
 _add(Workload("hackbench-pipe", f"{_G}; hackbench -p -T -g $G -l 50", parsers.hackbench,
               ("hackbench",), "rt-tests hackbench, threads over pipes, 1 group per 4 CPUs",
               timed=False, results=("hackbench time",)))
