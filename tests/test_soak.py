@@ -284,6 +284,19 @@ def test_without_a_base_every_test_failing_a_whole_boot_gets_a_second(tmp_path, 
     assert res.attempts["cgroup.share.w"] == ["FAIL"] * 2 * (1 + peer.RETRIES_PER_BOOT)
 
 
+def test_a_round_over_the_limit_that_still_got_cpu_time_is_slow_not_hung(tmp_path):
+    (tmp_path / "slow.fanout").write_text("1795863633\n")
+    res = _result(tmp_path, rounds={**ROUNDS, "fanout": ["0", "124"]})
+    soak.verdict(res, None)
+    assert res.ok and res.slow_rounds == {"fanout": 1}
+    assert "not a hang): fanout 1" in soak.summary(res)
+    # one slow, one hung: the hung one fails the soak
+    res = _result(tmp_path, rounds={**ROUNDS, "fanout": ["124", "137"]})
+    soak.verdict(res, None)
+    assert res.problems == ["fanout: 1 round(s) hung (over the time limit, no CPU time in "
+                            "the last minutes)"]
+
+
 def test_round_lengths_and_stall_dumps_are_reported_not_failed(tmp_path):
     (tmp_path / "time.hackbench").write_text("31\n250\n")
     (tmp_path / "stall.hackbench.1795858284").write_text("# ps\n")
@@ -294,3 +307,21 @@ def test_round_lengths_and_stall_dumps_are_reported_not_failed(tmp_path):
     assert res.stalls == ["stall.hackbench.1795858284"]
     text = soak.summary(res)
     assert "hackbench 31 250" in text and "stall.hackbench.1795858284" in text
+
+
+def test_group_ticks_counts_cpu_time_of_a_busy_group_only(tmp_path):
+    """soak.sh's progress test, run on this host: a spinning process group
+    gains ticks within a second, a sleeping one none."""
+    script = package_file("guest/soak.sh").read_text()
+    funcs = "\n".join(script[script.index(f"{name}() {{"):].split("\n}\n", 1)[0] + "\n}"
+                      for name in ("stat_of", "group_ticks"))
+    body = funcs + """
+timeout 5 bash -c 'while :; do :; done' & busy=$!
+timeout 5 sleep 4 & idle=$!
+sleep 0.2; group_ticks $busy; b=$TICKS; group_ticks $idle; i=$TICKS
+sleep 1; group_ticks $busy; echo $(( TICKS - b )); group_ticks $idle; echo $(( TICKS - i ))
+kill $busy $idle; wait
+"""
+    out = subprocess.run(["bash", "-c", body], capture_output=True, text=True, timeout=30)
+    busy, idle = (int(x) for x in out.stdout.split())
+    assert busy > 0 and idle == 0, out

@@ -89,6 +89,9 @@ class SoakResult:
     floors: Dict[str, int] = field(default_factory=dict)
     rounds: Dict[str, Dict[str, int]] = field(default_factory=dict)   # workload -> status -> n
     round_secs: Dict[str, List[int]] = field(default_factory=dict)    # workload -> each round's s
+    # Rounds over the time limit whose tasks still got CPU time (soak.sh's
+    # slow.NAME): the guest was slow, the round not hung.
+    slow_rounds: Dict[str, int] = field(default_factory=dict)
     stalls: List[str] = field(default_factory=list)   # soak.sh's stall.* dumps (a slow round)
     splats: List[str] = field(default_factory=list)                    # first lines
     problems: List[str] = field(default_factory=list)
@@ -134,9 +137,16 @@ def read_output(out: Path, res: SoakResult) -> SoakResult:
         res.round_secs[w] = [int(t) for t in _lines(out / f"time.{w}") if t.isdigit()]
         if not statuses:
             res.problems.append(f"{w}: no round completed")
+        slow = len(_lines(out / f"slow.{w}"))
+        if slow:
+            res.slow_rounds[w] = slow
+        over = sum(n for s, n in res.rounds[w].items() if s in ("124", "137"))
+        if over > slow:     # timeout's TERM (124), then its KILL 10 s later (137)
+            res.problems.append(f"{w}: {over - slow} round(s) hung (over the time limit, "
+                                "no CPU time in the last minutes)")
         for s, n in res.rounds[w].items():
-            if s in ("124", "137"):     # timeout's TERM, then its KILL 10 s later
-                res.problems.append(f"{w}: {n} round(s) hung (over the time limit)")
+            if s in ("124", "137"):
+                continue
             elif s != "0":
                 res.problems.append(f"{w}: {n} round(s) failed with exit status {s}")
     if _lines(out / "status.txt") != ["0"]:
@@ -184,6 +194,9 @@ def summary(res: SoakResult) -> str:
     if any(res.round_secs.values()):
         lines.append("  round lengths, s: " + "; ".join(
             f"{w} " + " ".join(map(str, t)) for w, t in res.round_secs.items() if t))
+    if res.slow_rounds:
+        lines.append("  rounds over the time limit but still getting CPU time (a slow guest, "
+                     "not a hang): " + ", ".join(f"{w} {n}" for w, n in res.slow_rounds.items()))
     if res.stalls:
         lines.append(f"  slow rounds looked at (in {res.out}): " + " ".join(res.stalls))
     lines.append(f"  splats: {len(res.splats)}")

@@ -5,12 +5,14 @@
 # Writes into OUT:
 #   count.NAME      one line per fault injected (hotplug, cgroup, partition, flip)
 #   work.NAME       one exit status per workload round (hackbench, stress,
-#                   fanout); 124 is a round that hit its time limit (hung)
+#                   fanout); 124 or 137: the round hit its time limit
 #   time.NAME       each round's length in seconds, in the same order
+#   slow.NAME       the start (T) of each round that hit its time limit while
+#                   its tasks were still getting CPU time: slow, not hung
 #   stall.NAME.T    what a round that has run STALL_AFTER seconds is doing
-#                   (T: its start): its tasks' states, stacks and scheduler
-#                   statistics, and the runqueues (the blocked tasks go to
-#                   dmesg.txt through sysrq-w)
+#                   (T: its start): its tasks' states, wait channels, stacks
+#                   and scheduler statistics, and the runqueues (the blocked
+#                   tasks go to dmesg.txt through sysrq-w)
 #   log.txt         what each loop did that failed, for the summary
 #   dmesg.txt       the kernel log at the end; status.txt: 0 once done
 set -u
@@ -21,8 +23,13 @@ feat=/sys/kernel/debug/sched/features
 knob=/sys/kernel/debug/sched/newidle_cost_pct
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
-round_limit=600		# a workload round longer than this is hung
+round_limit=600		# a workload round longer than this is ended
 STALL_AFTER=240		# a round still running after this is looked at, once
+# A round that hits the limit is hung if its tasks got no CPU time in the
+# last PROGRESS_WINDOW seconds, else slow: under TCG a guest's speed depends
+# on the host's load (exec and file I/O go through 9p to the host), and the
+# same rounds have taken 20 s or 600 s on the same kernel.
+PROGRESS_WINDOW=120
 mkdir -p "$out"
 : > "$out/log.txt"
 
@@ -53,12 +60,17 @@ hung=/proc/sys/kernel/hung_task_timeout_secs
 # Each loop runs rounds until the window closes; every round's status is
 # kept. The fan-out runs perf's hackbench in a group three levels deep.
 workload() {
-	local name=$1 rc pid t0 looked; shift
+	local name=$1 rc pid t0 looked checked last moved; shift
 	while alive; do
 		# timeout runs the round in a process group of its own ($pid)
 		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1 &
-		pid=$! t0=$EPOCHSECONDS looked=
+		pid=$! t0=$EPOCHSECONDS looked='' checked=$EPOCHSECONDS last=-1 moved=$EPOCHSECONDS
 		while kill -0 "$pid" 2> /dev/null; do
+			if (( EPOCHSECONDS - checked >= 30 )); then
+				group_ticks "$pid"
+				(( TICKS > last )) && moved=$EPOCHSECONDS
+				last=$TICKS checked=$EPOCHSECONDS
+			fi
 			if [ -z "$looked" ] && (( EPOCHSECONDS - t0 >= STALL_AFTER )); then
 				stalled "$out/stall.$name.$t0" "$pid" "$t0"
 				log "$name: round running for $STALL_AFTER s: stall.$name.$t0"
@@ -70,26 +82,60 @@ workload() {
 		rc=$?
 		echo $rc >> "$out/work.$name"
 		echo $(( EPOCHSECONDS - t0 )) >> "$out/time.$name"
+		if { [ $rc = 124 ] || [ $rc = 137 ]; } &&
+		   (( EPOCHSECONDS - moved <= PROGRESS_WINDOW )); then
+			echo "$t0" >> "$out/slow.$name"
+			log "$name: over the time limit, its tasks still getting CPU time $(( EPOCHSECONDS - moved )) s before: slow, not hung"
+		fi
 		[ $rc = 0 ] || log "$name: exit status $rc: $(tail -c 300 "$out/out.$name")"
 	done
 }
 
+# The fields of /proc/PID/stat after the command name, into STAT (an array:
+# STAT[0] is the state, STAT[2] the process group, STAT[11] and STAT[12]
+# utime and stime, STAT[13] and STAT[14] those of reaped children).
+stat_of() {
+	local line
+	read -r line < "$1" 2> /dev/null || return 1
+	read -r -a STAT <<< "${line##*) }"
+}
+
+# group_ticks PGID: into TICKS, the CPU time in ticks of the processes of
+# group PGID and of their reaped children. Builtins only: it runs every
+# 30 s of a slow round, in a guest where every fork and exec is slow.
+group_ticks() {
+	local f
+	TICKS=0
+	for f in /proc/[0-9]*/stat; do
+		if stat_of "$f" && [ "${STAT[2]}" = "$1" ]; then
+			TICKS=$(( TICKS + STAT[11] + STAT[12] + STAT[13] + STAT[14] ))
+		fi
+	done
+}
+
+show() { local l; while IFS= read -r l; do printf '%s\n' "$l"; done < "$1"; }
+
 # stalled FILE PGID START: what the tasks of process group PGID (a round
 # started at START) are doing, and the runqueues, into FILE; the blocked
-# tasks of the whole guest to dmesg.
+# tasks of the whole guest to dmesg. Builtins only, as group_ticks.
 stalled() {
-	local t
+	local p t c w args
 	{
-		echo "# ps at $EPOCHSECONDS, $(( EPOCHSECONDS - $3 )) s into the round"
-		ps -eLo pid,tid,pgid,stat,psr,ni,wchan:28,etimes,comm
-		for t in $(ps -eLo tid=,pgid= | awk -v g="$2" '$2 == g { print $1 }'); do
-			t=/proc/$t
-			echo "# $t: $(tr '\0' ' ' < "$t/cmdline" 2> /dev/null)"
-			grep -E '^(State|Cpus_allowed_list|voluntary|nonvoluntary)' "$t/status"
-			cat "$t/stack" "$t/sched" 2> /dev/null
+		echo "# at $EPOCHSECONDS, $(( EPOCHSECONDS - $3 )) s into the round"
+		for p in /proc/[0-9]*; do
+			if ! stat_of "$p/stat" || [ "${STAT[2]}" != "$2" ]; then continue; fi
+			mapfile -d '' -t args < "$p/cmdline"
+			c="${args[*]}"
+			for t in "$p"/task/[0-9]*; do
+				stat_of "$t/stat" || continue
+				read -r w < "$t/wchan"
+				echo "# $t ($c): state ${STAT[0]}, wchan ${w:-0}, utime ${STAT[11]}, stime ${STAT[12]}"
+				show "$t/stack"
+				show "$t/sched"
+			done
 		done
 		echo "# /sys/kernel/debug/sched/debug"
-		cat /sys/kernel/debug/sched/debug
+		show /sys/kernel/debug/sched/debug
 	} > "$1" 2>&1
 	echo w > /proc/sysrq-trigger
 }
