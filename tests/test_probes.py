@@ -192,7 +192,7 @@ def test_tg_workloads_take_a_load():
 
 def test_ni_probe_gives_the_ratio_state_and_the_gate_shares_per_domain():
     text = ("@ni_n[0]: 10\n@ni_n[1]: 4\n@ni_name[0]: SMT\n@ni_name[1]: MC\n"
-            "@ni_ratio[0]: 7168\n@ni_off[0]: 5\n@ni_first[1]: 4\n@ni_cost[0]: 2500000\n"
+            "@ni_ratio[0]: 7168\n@ni_off[0]: 5\n@ni_recomputed[1]: 3\n@ni_cost[0]: 2500000\n"
             "@ni_gate[0, 0]: 2\n@ni_gate[0, 1]: 3\n@ni_gate[0, 4]: 5\n@ni_gate[1, 3]: 4\n")
     p = probemod.Parsed(parsers.bpftrace_maps(text), 2.0, text)
     probemod.PROBES["ni"].parse(p)
@@ -200,7 +200,8 @@ def test_ni_probe_gives_the_ratio_state_and_the_gate_shares_per_domain():
     assert m["newidle balances (SMT)"] == 10 and m["newidle balances (MC)"] == 4
     assert m["NI ratio at newidle balance, mean (SMT)"] == 716.8
     assert m["NI ratio at 1024 (die off) (SMT)"] == 50.0
-    assert m["NI ratio never recomputed (MC)"] == 100.0
+    assert m["NI ratio recomputations seen (MC)"] == 3
+    assert m["NI ratio recomputations seen (SMT)"] == 0
     assert m["max_newidle_lb_cost at newidle balance, mean (SMT)"] == 250.0   # us
     assert [m[f"avg_idle below {x}x max_newidle_lb_cost (SMT)"] for x in (1, 2, 4, 10)] == [
         20.0, 50.0, 50.0, 50.0]

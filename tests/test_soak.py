@@ -293,8 +293,12 @@ def test_a_round_over_the_limit_that_still_got_cpu_time_is_slow_not_hung(tmp_pat
     # one slow, one hung: the hung one fails the soak
     res = _result(tmp_path, rounds={**ROUNDS, "fanout": ["124", "137"]})
     soak.verdict(res, None)
-    assert res.problems == ["fanout: 1 round(s) hung (over the time limit, no CPU time in "
+    assert res.problems == ["fanout: 1 round(s) hung (at the time limit with no CPU time in "
                             "the last minutes)"]
+    (tmp_path / "killed.hackbench").write_text("1795863700\n")
+    res = _result(tmp_path, rounds={**ROUNDS, "hackbench": ["0", "137"]})
+    soak.verdict(res, None)
+    assert res.problems[-1] == "hackbench: 1 round(s) killed (SIGKILL before the time limit)"
 
 
 def test_round_lengths_and_stall_dumps_are_reported_not_failed(tmp_path):
@@ -309,13 +313,42 @@ def test_round_lengths_and_stall_dumps_are_reported_not_failed(tmp_path):
     assert "hackbench 31 250" in text and "stall.hackbench.1795858284" in text
 
 
+def _soak_functions(*names: str) -> str:
+    script = package_file("guest/soak.sh").read_text()
+    return "\n".join(script[script.index(f"{name}() {{"):].split("\n}\n", 1)[0] + "\n}"
+                     for name in names)
+
+
+def test_soak_rounds_get_their_verdict_from_cpu_time(tmp_path):
+    """soak.sh's workload loop on this host, with a 6 s limit and a look
+    every second: a spinning round is slow, a sleeping one hung, one killed
+    by SIGKILL before the limit killed, one that ends in time passes."""
+    body = _soak_functions("workload", "open_nap", "doze", "stat_of", "round_age",
+                           "group_ticks") + f"""
+out={tmp_path}; round_limit=6 STALL_AFTER=1000 PROGRESS_WINDOW=3 SAMPLE_EVERY=1 LIMIT_SLACK=3
+log() {{ echo "$*" >> "$out/log.txt"; }}
+open_nap
+n=0; alive() {{ (( n++ < 1 )); }}; workload spin bash -c 'while :; do :; done'
+n=0; alive() {{ (( n++ < 1 )); }}; workload sleeper sleep 60
+n=0; alive() {{ (( n++ < 1 )); }}; workload shot bash -c 'sleep 1; kill -9 $$'
+n=0; alive() {{ (( n++ < 1 )); }}; workload quick true
+"""
+    subprocess.run(["bash", "-c", body], check=True, timeout=120)
+    work = {w: (tmp_path / f"work.{w}").read_text().split() for w in
+            ("spin", "sleeper", "shot", "quick")}
+    assert work["spin"][0] in ("124", "137") and work["sleeper"][0] in ("124", "137")
+    assert work["shot"] == ["137"] and work["quick"] == ["0"]
+    verdicts = {p.name.split(".")[0] + "." + p.name.split(".")[1]
+                for p in tmp_path.glob("*.*") if p.name.split(".")[0] in
+                ("slow", "hung", "killed")}
+    assert verdicts == {"slow.spin", "hung.sleeper", "killed.shot"}, (
+        verdicts, (tmp_path / "log.txt").read_text())
+
+
 def test_group_ticks_counts_cpu_time_of_a_busy_group_only(tmp_path):
     """soak.sh's progress test, run on this host: a spinning process group
     gains ticks within a second, a sleeping one none."""
-    script = package_file("guest/soak.sh").read_text()
-    funcs = "\n".join(script[script.index(f"{name}() {{"):].split("\n}\n", 1)[0] + "\n}"
-                      for name in ("stat_of", "group_ticks"))
-    body = funcs + """
+    body = _soak_functions("stat_of", "group_ticks") + """
 timeout 5 bash -c 'while :; do :; done' & busy=$!
 timeout 5 sleep 4 & idle=$!
 sleep 0.2; group_ticks $busy; b=$TICKS; group_ticks $idle; i=$TICKS

@@ -117,9 +117,10 @@ NI_GATE_MULTIPLES = (1, 2, 4, 10)
 
 
 def ni(p: Parsed) -> None:
-    """Per domain: newly idle balances, their NI ratio (mean; shares at 1024
-    and never recomputed), the domain's cost, and the cumulative shares of
-    balances whose CPU's avg_idle was below each multiple of that cost."""
+    """Per domain: newly idle balances that ran, their NI ratio (mean, share
+    at 1024), the recomputations of the ratio seen, the domain's cost, and
+    the cumulative shares of balances whose CPU's avg_idle was below each
+    multiple of that cost."""
     names = parsers.bpftrace_string_maps(p.probe_out).get("ni_name", {})
     gate = re.compile(r"^ni_gate\[(\d+), (\d+)\]$")
     buckets: Dict[str, Dict[int, float]] = {}
@@ -135,10 +136,10 @@ def ni(p: Parsed) -> None:
             continue
         p.metrics["NI ratio at newidle balance, mean" + tag] = Metric(
             p.maps.get(f"ni_ratio[{level}]", 0.0) / n, "/1024", "count", False)
-        for name, key in (("NI ratio at 1024 (die off)", "ni_off"),
-                          ("NI ratio never recomputed", "ni_first")):
-            p.metrics[name + tag] = Metric(100.0 * p.maps.get(f"{key}[{level}]", 0.0) / n, "%",
-                                           "count", False)
+        p.metrics["NI ratio at 1024 (die off)" + tag] = Metric(
+            100.0 * p.maps.get(f"ni_off[{level}]", 0.0) / n, "%", "count", False)
+        p.metrics["NI ratio recomputations seen" + tag] = Metric(
+            p.maps.get(f"ni_recomputed[{level}]", 0.0), "changes", "count", False)
         p.metrics["max_newidle_lb_cost at newidle balance, mean" + tag] = Metric(
             p.maps.get(f"ni_cost[{level}]", 0.0) / n / 1000, "us", "count", False)
         below = 0.0

@@ -218,15 +218,15 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
                 for what, unit in (("group statistics computed", "calls"),
                                    ("reads", "reads"))),
           pp.lb_reads, "lbreads", (("%ENV%", "args->env", "arg0"),)),
-    Probe("ni", "newly idle balances by sched domain: NI_RANDOM's ratio (mean, share at "
-                "1024 where the die is off, share never recomputed) and avg_idle as a multiple "
-                "of the domain's max_newidle_lb_cost (shares below 1, 2, 4, 10)",
-          ("sched_balance_rq",), ("ni_n", "ni_ratio", "ni_cost", "ni_off", "ni_first",
+    Probe("ni", "newly idle balances that ran, by sched domain: NI_RANDOM's ratio (mean, "
+                "share at 1024 where the die is off, recomputations seen) and avg_idle as a "
+                "multiple of the domain's max_newidle_lb_cost (shares below 1, 2, 4, 10)",
+          ("sched_balance_rq",), ("ni_n", "ni_ratio", "ni_cost", "ni_off", "ni_recomputed",
                                   "ni_gate", "ni_name"),
           (MetricSpec("newidle balances", "calls", per_domain=True),
            MetricSpec("NI ratio at newidle balance, mean", "/1024", per_domain=True),
            MetricSpec("NI ratio at 1024 (die off)", "%", headline=True, per_domain=True),
-           MetricSpec("NI ratio never recomputed", "%", per_domain=True),
+           MetricSpec("NI ratio recomputations seen", "changes", per_domain=True),
            MetricSpec("max_newidle_lb_cost at newidle balance, mean", "us", per_domain=True),
            *(MetricSpec(f"avg_idle below {x}x max_newidle_lb_cost", "%",
                         headline=x == pp.NI_GATE_MULTIPLES[-1], per_domain=True)

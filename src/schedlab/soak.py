@@ -137,13 +137,21 @@ def read_output(out: Path, res: SoakResult) -> SoakResult:
         res.round_secs[w] = [int(t) for t in _lines(out / f"time.{w}") if t.isdigit()]
         if not statuses:
             res.problems.append(f"{w}: no round completed")
-        slow = len(_lines(out / f"slow.{w}"))
-        if slow:
-            res.slow_rounds[w] = slow
-        over = sum(n for s, n in res.rounds[w].items() if s in ("124", "137"))
-        if over > slow:     # timeout's TERM (124), then its KILL 10 s later (137)
-            res.problems.append(f"{w}: {over - slow} round(s) hung (over the time limit, "
-                                "no CPU time in the last minutes)")
+        # A round ended by timeout (124: its TERM at the limit, 137: its
+        # KILL 10 s later, or a SIGKILL from elsewhere) has soak.sh's verdict
+        # in slow., hung. or killed.NAME; one without (an older script's)
+        # is taken as hung.
+        verdicts = {v: len(_lines(out / f"{v}.{w}")) for v in ("slow", "hung", "killed")}
+        if verdicts["slow"]:
+            res.slow_rounds[w] = verdicts["slow"]
+        ended = sum(n for s, n in res.rounds[w].items() if s in ("124", "137"))
+        hung = ended - verdicts["slow"] - verdicts["killed"]
+        if hung > 0:
+            res.problems.append(f"{w}: {hung} round(s) hung (at the time limit with no CPU "
+                                "time in the last minutes)")
+        if verdicts["killed"]:
+            res.problems.append(f"{w}: {verdicts['killed']} round(s) killed (SIGKILL before "
+                                "the time limit)")
         for s, n in res.rounds[w].items():
             if s in ("124", "137"):
                 continue

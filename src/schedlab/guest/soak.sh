@@ -8,7 +8,10 @@
 #                   fanout); 124 or 137: the round hit its time limit
 #   time.NAME       each round's length in seconds, in the same order
 #   slow.NAME       the start (T) of each round that hit its time limit while
-#                   its tasks were still getting CPU time: slow, not hung
+#                   its tasks were still getting CPU time: slow, not hung;
+#   hung.NAME       and of each that hit it with none in PROGRESS_WINDOW (or
+#                   no sample of it near the limit);
+#   killed.NAME     and of each that a SIGKILL ended before the limit
 #   stall.NAME.T    what a round that has run STALL_AFTER seconds is doing
 #                   (T: its start): its tasks' states, wait channels, stacks
 #                   and scheduler statistics, and the runqueues (the blocked
@@ -30,6 +33,8 @@ STALL_AFTER=240		# a round still running after this is looked at, once
 # on the host's load (exec and file I/O go through 9p to the host), and the
 # same rounds have taken 20 s or 600 s on the same kernel.
 PROGRESS_WINDOW=120
+SAMPLE_EVERY=30		# seconds between two looks at a round's CPU time
+LIMIT_SLACK=10		# a round seen this close to the limit reached it
 mkdir -p "$out"
 : > "$out/log.txt"
 
@@ -60,44 +65,78 @@ hung=/proc/sys/kernel/hung_task_timeout_secs
 # Each loop runs rounds until the window closes; every round's status is
 # kept. The fan-out runs perf's hackbench in a group three levels deep.
 workload() {
-	local name=$1 rc pid t0 looked checked last moved; shift
+	local name=$1 rc pid t0 looked checked last moved age verdict; shift
 	while alive; do
 		# timeout runs the round in a process group of its own ($pid)
-		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1 &
-		pid=$! t0=$EPOCHSECONDS looked='' checked=$EPOCHSECONDS last=-1 moved=$EPOCHSECONDS
+		timeout -k 10 "$round_limit" "$@" > "$out/out.$name" 2>&1 {NAP}<&- &
+		pid=$! t0=$EPOCHSECONDS looked='' checked=-$SAMPLE_EVERY last=-1 moved=0 age=0
 		while kill -0 "$pid" 2> /dev/null; do
-			if (( EPOCHSECONDS - checked >= 30 )); then
+			# The group's CPU time every SAMPLE_EVERY s of the round's own
+			# age, up to the limit: after it, the dying tasks' exit would
+			# count.
+			round_age "$pid"
+			(( AGE < 0 )) || age=$AGE
+			if (( age < round_limit && age - checked >= SAMPLE_EVERY )); then
 				group_ticks "$pid"
-				(( TICKS > last )) && moved=$EPOCHSECONDS
-				last=$TICKS checked=$EPOCHSECONDS
+				(( TICKS > last )) && moved=$age
+				last=$TICKS checked=$age
 			fi
 			if [ -z "$looked" ] && (( EPOCHSECONDS - t0 >= STALL_AFTER )); then
-				stalled "$out/stall.$name.$t0" "$pid" "$t0"
+				stalled "$out/stall.$name.$t0" "$pid" "$t0" &
 				log "$name: round running for $STALL_AFTER s: stall.$name.$t0"
 				looked=1
 			fi
-			sleep 2
+			doze 2
 		done
 		wait "$pid"
 		rc=$?
 		echo $rc >> "$out/work.$name"
 		echo $(( EPOCHSECONDS - t0 )) >> "$out/time.$name"
-		if { [ $rc = 124 ] || [ $rc = 137 ]; } &&
-		   (( EPOCHSECONDS - moved <= PROGRESS_WINDOW )); then
-			echo "$t0" >> "$out/slow.$name"
-			log "$name: over the time limit, its tasks still getting CPU time $(( EPOCHSECONDS - moved )) s before: slow, not hung"
+		if [ $rc = 124 ] || [ $rc = 137 ]; then
+			if (( age < round_limit - LIMIT_SLACK )); then
+				verdict=killed
+			elif (( checked < round_limit - SAMPLE_EVERY - LIMIT_SLACK ||
+				checked - moved > PROGRESS_WINDOW )); then
+				verdict=hung
+			else
+				verdict=slow
+			fi
+			echo "$t0" >> "$out/$verdict.$name"
+			log "$name: $verdict at $age s (CPU time last grew at $moved s, last looked at $checked s)"
 		fi
 		[ $rc = 0 ] || log "$name: exit status $rc: $(tail -c 300 "$out/out.$name")"
 	done
 }
 
+# A wait without a fork (a sleep is an exec through 9p here): a read with a
+# time limit from a FIFO nothing writes to, held open for reading and
+# writing so that it never ends.
+open_nap() {
+	local fifo=/tmp/soak-nap.$$
+	mkfifo "$fifo" && exec {NAP}<> "$fifo" && rm -f "$fifo"
+}
+doze() { read -r -t "$1" -u "$NAP" _ || :; }
+open_nap
+
 # The fields of /proc/PID/stat after the command name, into STAT (an array:
 # STAT[0] is the state, STAT[2] the process group, STAT[11] and STAT[12]
-# utime and stime, STAT[13] and STAT[14] those of reaped children).
+# utime and stime, STAT[13] and STAT[14] those of reaped children, STAT[19]
+# the start in clock ticks after boot).
 stat_of() {
 	local line
-	read -r line < "$1" 2> /dev/null || return 1
-	read -r -a STAT <<< "${line##*) }"
+	read -r line 2> /dev/null < "$1" || return 1
+	# shellcheck disable=SC2206 # numbers and a state letter, split on spaces
+	STAT=( ${line##*) } )
+}
+
+# round_age PID: into AGE, the seconds since process PID started (USER_HZ
+# is 100 on every architecture the lab boots), -1 if it is gone.
+round_age() {
+	local up
+	AGE=-1
+	stat_of "/proc/$1/stat" || return 0
+	read -r up _ < /proc/uptime
+	AGE=$(( ${up%.*} - STAT[19] / 100 ))
 }
 
 # group_ticks PGID: into TICKS, the CPU time in ticks of the processes of
@@ -113,7 +152,12 @@ group_ticks() {
 	done
 }
 
-show() { local l; while IFS= read -r l; do printf '%s\n' "$l"; done < "$1"; }
+# show FILE: its lines, read at once (a line-by-line read seeks back after
+# each line, and a seq_file then makes the file again from its start).
+show() {
+	local lines
+	mapfile -t lines < "$1" && printf '%s\n' "${lines[@]}"
+}
 
 # stalled FILE PGID START: what the tasks of process group PGID (a round
 # started at START) are doing, and the runqueues, into FILE; the blocked
