@@ -26,8 +26,9 @@ feat=/sys/kernel/debug/sched/features
 knob=/sys/kernel/debug/sched/newidle_cost_pct
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
-round_limit=600		# a workload round longer than this is ended
-STALL_AFTER=240		# a round still running after this is looked at, once
+# The environment may shorten the two for a quick check of this script.
+round_limit=${SOAK_ROUND_LIMIT:-600}	# a workload round longer than this is ended
+STALL_AFTER=${SOAK_STALL_AFTER:-240}	# a round still running after this is looked at, once
 # A round that hits the limit is hung if its tasks got no CPU time in the
 # last PROGRESS_WINDOW seconds, else slow: under TCG a guest's speed depends
 # on the host's load (exec and file I/O go through 9p to the host), and the
@@ -59,7 +60,7 @@ log "soak: $secs s on $ncpu CPUs, $(uname -r)"
 # A task blocked for longer than a round may take is reported (a splat),
 # before the round's own time limit kills it.
 hung=/proc/sys/kernel/hung_task_timeout_secs
-[ ! -w "$hung" ] || echo "$STALL_AFTER" > "$hung"
+[ ! -w "$hung" ] || echo "$(( STALL_AFTER > 120 ? STALL_AFTER : 120 ))" > "$hung"
 
 # --- load ------------------------------------------------------------------
 # Each loop runs rounds until the window closes; every round's status is
@@ -181,7 +182,7 @@ stalled() {
 		echo "# /sys/kernel/debug/sched/debug"
 		show /sys/kernel/debug/sched/debug
 	} > "$1" 2>&1
-	echo w > /proc/sysrq-trigger
+	[ ! -w /proc/sysrq-trigger ] || echo w > /proc/sysrq-trigger
 }
 
 fanout() {
