@@ -5,7 +5,8 @@
 # Writes into OUT:
 #   count.NAME      one line per fault injected (hotplug, cgroup, partition, flip)
 #   work.NAME       one exit status per workload round (hackbench, stress,
-#                   fanout); 124 or 137: the round hit its time limit
+#                   fanout); 124: the round hit its time limit, 137: then
+#                   did not end on TERM, or a SIGKILL ended it
 #   time.NAME       each round's length in seconds, in the same order
 #   slow.NAME       the start (T) of each round that hit its time limit while
 #                   its tasks were still getting CPU time: slow, not hung;
