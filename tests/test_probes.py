@@ -27,6 +27,13 @@ def test_avgidle_probe_reads_the_value_the_gate_compared():
     assert "if ($a < 500000) { @ai_lt500 = count(); }" in kf
     kp = probemod.PROBES["avgidle"].bpftrace("kprobe")
     assert "kprobe:update_rq_avg_idle /@on && ((struct rq *)arg0)->idle_stamp/" in kp
+    assert "$c = ((struct rq *)arg0)->sd->max_newidle_lb_cost;" in kp
+    text = ("@ai_n: 10\n@ai_sum: 5000000\n@ai_lt500: 4\n@ai_gate[0]: 3\n@ai_gate[2]: 5\n"
+            "@ai_gate[4]: 2\n")
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 1.0, text)
+    probemod.PROBES["avgidle"].parse(p)
+    name = "idle entries with avg_idle below {}x the lowest max_newidle_lb_cost"
+    assert [p.metrics[name.format(x)].value for x in (1, 2, 4, 10)] == [30.0, 30.0, 80.0, 80.0]
 
 
 def test_every_probe_prints_its_maps_before_the_gate_says_stopped():

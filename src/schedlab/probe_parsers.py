@@ -110,10 +110,25 @@ def avgidle(p: Parsed) -> None:
                                                        "us", "count", False)
         p.metrics["avg_idle at newidle below 500 us"] = Metric(
             100.0 * p.maps.get("ai_lt500", 0.0) / n, "%", "count", False)
+        gate = {b: p.maps[f"ai_gate[{b}]"] for b in range(len(NI_GATE_MULTIPLES) + 1)
+                if f"ai_gate[{b}]" in p.maps}
+        if gate:    # older results have no buckets
+            _gate_shares(p, gate, n, "idle entries with avg_idle below {}x the lowest "
+                                     "max_newidle_lb_cost")
 
 
-# ni.bt's avg_idle buckets: below 1, 2, 4 and 10 times max_newidle_lb_cost, and above.
+# ni.bt's and avgidle.bt's avg_idle buckets: below 1, 2, 4 and 10 times a
+# domain's max_newidle_lb_cost, and above.
 NI_GATE_MULTIPLES = (1, 2, 4, 10)
+
+
+def _gate_shares(p: Parsed, buckets: Dict[int, float], n: float, name: str) -> None:
+    """The cumulative shares of N in BUCKETS below each multiple, as NAME
+    formatted with the multiple."""
+    below = 0.0
+    for b, x in enumerate(NI_GATE_MULTIPLES):
+        below += buckets.get(b, 0.0)
+        p.metrics[name.format(x)] = Metric(100.0 * below / n, "%", "count", False)
 
 
 def ni(p: Parsed) -> None:
@@ -142,11 +157,8 @@ def ni(p: Parsed) -> None:
             p.maps.get(f"ni_recomputed[{level}]", 0.0), "changes", "count", False)
         p.metrics["max_newidle_lb_cost at newidle balance, mean" + tag] = Metric(
             p.maps.get(f"ni_cost[{level}]", 0.0) / n / 1000, "us", "count", False)
-        below = 0.0
-        for b, x in enumerate(NI_GATE_MULTIPLES):
-            below += buckets.get(level, {}).get(b, 0.0)
-            p.metrics[f"avg_idle below {x}x max_newidle_lb_cost" + tag] = Metric(
-                100.0 * below / n, "%", "count", False)
+        _gate_shares(p, buckets.get(level, {}), n, "avg_idle below {}x max_newidle_lb_cost"
+                     + tag)
 
 
 def latency(p: Parsed) -> None:

@@ -234,12 +234,16 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           pp.ni, "ni", (("%SD%", "args->sd", "((struct sched_domain *)arg2)"),
                         ("%THISRQ%", "args->this_rq", "((struct rq *)arg1)"))),
     Probe("avgidle", "rq->avg_idle as newidle balancing saw it when a CPU went idle (read "
-                     "when the idle period ends): mean, share below 500 us, histogram",
-          ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us"),
+                     "when the idle period ends): mean, share below 500 us, histogram, "
+                     "shares below 1, 2, 4, 10 times the lowest domain's "
+                     "max_newidle_lb_cost (the early bail's comparison)",
+          ("update_rq_avg_idle",), ("ai_n", "ai_lt500", "ai_sum", "ai_us", "ai_gate"),
           (MetricSpec("idle periods ended", "events", expected=True),
            MetricSpec("avg_idle at newidle mean", "us"),
            MetricSpec("avg_idle at newidle below 500 us", "%", headline=True,
-                      sweep="avg_idle < 500 us %")),
+                      sweep="avg_idle < 500 us %"),
+           *(MetricSpec(f"idle entries with avg_idle below {x}x the lowest "
+                        "max_newidle_lb_cost", "%") for x in pp.NI_GATE_MULTIPLES)),
           pp.avgidle, "avgidle"),
     Probe("latency", "funclatency histogram of should_we_balance() (bcc, else libbpf-tools, "
                      "else bpftrace)", ("should_we_balance",), (),
