@@ -102,6 +102,20 @@ def lowest_shared_domain(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]], src
     return "none"
 
 
+# ni.bt's and avgidle.bt's avg_idle buckets: below 1, 2, 4 and 10 times a
+# domain's max_newidle_lb_cost, and above.
+NI_GATE_MULTIPLES = (1, 2, 4, 10)
+
+
+def _gate_shares(p: Parsed, buckets: Dict[int, float], n: float, name: str) -> None:
+    """The cumulative shares of N in BUCKETS below each multiple, as NAME
+    formatted with the multiple."""
+    below = 0.0
+    for b, x in enumerate(NI_GATE_MULTIPLES):
+        below += buckets.get(b, 0.0)
+        p.metrics[name.format(x)] = Metric(100.0 * below / n, "%", "count", False)
+
+
 def avgidle(p: Parsed) -> None:
     n = p.maps.get("ai_n", 0.0)
     p.metrics["idle periods ended"] = Metric(n, "events", "count", False)
@@ -115,20 +129,6 @@ def avgidle(p: Parsed) -> None:
         if gate:    # older results have no buckets
             _gate_shares(p, gate, n, "idle entries with avg_idle below {}x the lowest "
                                      "max_newidle_lb_cost")
-
-
-# ni.bt's and avgidle.bt's avg_idle buckets: below 1, 2, 4 and 10 times a
-# domain's max_newidle_lb_cost, and above.
-NI_GATE_MULTIPLES = (1, 2, 4, 10)
-
-
-def _gate_shares(p: Parsed, buckets: Dict[int, float], n: float, name: str) -> None:
-    """The cumulative shares of N in BUCKETS below each multiple, as NAME
-    formatted with the multiple."""
-    below = 0.0
-    for b, x in enumerate(NI_GATE_MULTIPLES):
-        below += buckets.get(b, 0.0)
-        p.metrics[name.format(x)] = Metric(100.0 * below / n, "%", "count", False)
 
 
 def ni(p: Parsed) -> None:
