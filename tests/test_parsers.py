@@ -20,6 +20,15 @@ def test_hackbench():
     assert p.hackbench("garbage") == {}
 
 
+def test_ni_hackbench():
+    m = p.ni_hackbench(read("ni-hackbench.txt"))
+    assert m["hackbench rounds"].value == 3
+    assert m["hackbench window"].value == 1.188
+    assert m["hackbench messages/s"] == p.Metric(48000 / 1.188, "msg/s", "rate", True)
+    assert p.ni_hackbench("ni-hackbench: 0 0 0.000") == {}
+    assert p.ni_hackbench("garbage") == {}
+
+
 def test_perf_bench_messaging_and_pipe():
     assert p.perf_bench_sched(read("perf-bench-messaging.txt")) == {
         "perf sched messaging time": p.Metric(2.124, "s", "time", False)}

@@ -29,6 +29,17 @@ def hackbench(text: str) -> Dict[str, Metric]:
     return {} if v is None else {"hackbench time": Metric(v, "s", "time", False)}
 
 
+def ni_hackbench(text: str) -> Dict[str, Metric]:
+    """guest/workloads/ni-hackbench.sh: 'ni-hackbench: ROUNDS MESSAGES SECONDS'."""
+    m = re.search(r"^ni-hackbench:\s*(\d+)\s+(\d+)\s+([0-9.]+)", text, re.M)
+    if not m or float(m.group(3)) <= 0:
+        return {}
+    secs = float(m.group(3))
+    return {"hackbench messages/s": Metric(int(m.group(2)) / secs, "msg/s", "rate", True),
+            "hackbench rounds": Metric(float(m.group(1)), "rounds", "count", True),
+            "hackbench window": Metric(secs, "s", "time", False)}
+
+
 def perf_bench_sched(text: str) -> Dict[str, Metric]:
     """perf bench sched messaging or pipe."""
     out: Dict[str, Metric] = {}
