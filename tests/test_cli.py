@@ -144,7 +144,7 @@ def test_every_command_family_has_a_bad_input_case():
     parser = cli.make_parser()
     sub = next(a for a in parser._actions if a.dest == "cmd")
     tried = {argv[0] for argv, _ in BAD_INPUT}
-    assert set(sub.choices) - tried <= {"setup", "fetch", "presets"}   # take no names
+    assert set(sub.choices) - tried <= {"setup", "fetch", "presets", "hw"}   # take no names
 
 
 def test_every_command_help_ends_with_examples(capsys):

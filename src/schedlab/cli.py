@@ -9,7 +9,7 @@ The two main commands:
                      (--full: also soak, peer tests, POWER; a record kept)
 
 Also: setup | fetch | presets | series ... | build | vm | kunit | selftest |
-soak | peer-tests | measure | compare | reparse | tg-report | profile-report | run.
+soak | peer-tests | measure | compare | reparse | tg-report | profile-report | run | hw.
 Every command's --help ends with examples.
 """
 
@@ -23,7 +23,7 @@ from typing import List, Optional
 from . import ab as abmod
 from . import build as buildmod
 from . import compare as comparemod
-from . import deps, guests, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
+from . import deps, guests, hw, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
 from . import profreport
 from . import measure as measuremod
 from . import peer_tests as peermod
@@ -51,6 +51,18 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     tree = tree_spec(args).resolve()
     say(f"base: {tree.description}\n  tree {tree.path}, base commit {tree.base[:12]}")
     return 0
+
+
+def cmd_hw(args: argparse.Namespace) -> int:
+    return hw.run(args.check)
+
+
+def add_hw(sub: Sub) -> None:
+    p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
+                "kit needs, record the machine (the runs: issue 38)", """
+./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/""")
+    p.add_argument("--check", action="store_true",
+                   help="only the checks and the machine's record")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -520,6 +532,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_tg_report(sub)
     add_profile_report(sub)
     add_run(sub)
+    add_hw(sub)
     return p
 
 

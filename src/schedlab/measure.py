@@ -25,9 +25,10 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import icount
+from . import insncount
 from . import profile
 from . import plan as planmod
 from . import results as resmod
@@ -103,6 +104,15 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
     folder = planmod.write(plan, raw / "plan")
     if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
         icount.write_insns(vmlinux, raw)
+    qemu_extra, kernel_args = "", ()   # type: str, Tuple[str, ...]
+    counts = raw / "insns-counts.txt"
+    if "insns" in plan.probes:
+        # The plugin counts from qemu's start, at addresses fixed then.
+        if vmlinux is None:
+            raise LabError("the insns probe needs the build's vmlinux")
+        qemu_extra = insncount.qemu_opts(insncount.plugin(), insncount.ranges_for(vmlinux),
+                                         counts)
+        kernel_args = insncount.KERNEL_ARGS
     est = estimate_seconds(plan)
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s), {plan.seconds}s per timed "
@@ -116,7 +126,8 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
             res = vm.boot(image, topo, f"bash {planmod.runner()} {folder} {raw} "
                           f"> {raw}/guest.log 2>&1 < /dev/null", timeout=timeout,
                           rwdirs=[raw], online=online, tcg_single=True,
-                          icount=plan.accel == "icount")
+                          icount=plan.accel == "icount", kernel_args=kernel_args,
+                          qemu_extra=qemu_extra)
         (raw / "console.txt").write_text(res.output)
         if res.returncode != 0 and ("Kernel panic" in res.output or "BUG:" in res.output):
             say(f"  the guest kernel crashed: see {raw / 'console.txt'}")
@@ -130,6 +141,11 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
                     say(f"  profile: {problem}")
             except Exception as exc:  # noqa: BLE001
                 say(f"  profile: could not read the samples: {exc}")
+        if vmlinux and counts.is_file():
+            try:
+                insncount.summarize(raw, vmlinux, counts, setting.commit or "HEAD")
+            except (OSError, LabError) as exc:
+                say(f"  insns: could not attribute the counts: {exc}")
         done = resmod.collect(label, raw, plan.workloads, plan.runs, setting,
                               res.accel if res else "?", key,
                               vm_exit=res.returncode if res else None)

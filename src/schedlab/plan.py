@@ -116,6 +116,9 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
     if "profile" in names and accel != "icount":
         raise LabError("the profile probe needs --accel icount: its samples are then spread "
                        "over instructions, not over the host's time")
+    if "insns" in names and accel != "icount":
+        raise LabError("the insns probe needs --accel icount: its plugin's counts are exact "
+                       "only with one host thread for all vCPUs")
     return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
                 attach, latency_tool, tuple((knobs or {}).items()), accel)
 

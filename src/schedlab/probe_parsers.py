@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
-from . import lbphase, parsers
+from . import insncount, lbphase, parsers
 from . import profile as profmod
 from .bpfgen import IDLE_KEYS
 from .parsers import Metric
@@ -29,6 +29,7 @@ class Parsed:
     core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
     schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
     profile_out: str = ""                 # profile.txt (profile.py)
+    insns_out: str = ""                   # insns.txt (insncount.py)
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
@@ -289,6 +290,23 @@ def pairs(p: Parsed, func: str, prefix: str) -> None:
     for key, n in where.items():
         p.metrics[f"{func} calls, previous cpu and waker's cpu: {key}"] = Metric(
             100.0 * n / total, "%", "count", False)
+
+
+def insns(p: Parsed) -> None:
+    """Each part's instructions per execution and executions, over the boot
+    that ran the run (insncount.py): the same in every run of a boot."""
+    costs = insncount.parse_costs(p.insns_out)
+    if not costs:
+        p.problems.append("insns: no insns.txt (the plugin counted nothing, or the host "
+                          "could not attribute its counts)")
+        return
+    for part in insncount.PARTS:
+        execs, per = costs.get(part.name, (0, 0.0))
+        p.metrics[f"{part.name} executions (insns)"] = Metric(execs, "executions", "count",
+                                                              False)
+        if execs:
+            p.metrics[f"{part.name} instructions per execution (insns)"] = Metric(
+                per, "insns", "count", False)
 
 
 def profile(p: Parsed) -> None:

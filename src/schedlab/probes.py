@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import bpfgen, lbphase, parsers
+from . import bpfgen, insncount, lbphase, parsers
 from . import profile as profmod
 from . import probe_parsers as pp
 # A probe's parser gets and gives a Parsed (probe_parsers.py); importers of
@@ -261,6 +261,16 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            *(MetricSpec(f"{f} own share (profile)", "permille", expected=True)
              for f in profmod.FUNCTIONS)),
           pp.profile),
+    Probe("insns", "instructions per execution of parts of the group statistics (a domain's, "
+                   "a group's, one per-CPU read, the cache's lookup and write), counted by a "
+                   "qemu TCG plugin over the whole boot, no probe attached (insncount.py); "
+                   "--accel icount, alone in its plan",
+          (), (),
+          tuple(m for part in insncount.PARTS for m in (
+              MetricSpec(f"{part.name} executions (insns)", "executions"),
+              MetricSpec(f"{part.name} instructions per execution (insns)", "insns",
+                         headline=True))),
+          pp.insns),
     *COST_PROBES,
     WAKE_PATH,
     WAKE_DEPTH,
@@ -278,9 +288,10 @@ SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %")
 
 def probe_names(text: Optional[str]) -> List[str]:
     names = text.split(",") if text else list(DEFAULT_PROBES)
-    if "profile" in names and len(names) > 1:
-        raise LabError("the profile probe runs alone: the other probes' own instructions "
-                       f"would be in its samples (asked: {','.join(names)})")
+    for alone in ("profile", "insns"):
+        if alone in names and len(names) > 1:
+            raise LabError(f"the {alone} probe runs alone: the other probes' own instructions "
+                           f"would be in its counts (asked: {','.join(names)})")
     for n in names:
         if n not in PROBES:
             raise LabError(f"unknown probe {n!r}; known: "

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from . import insncount
 from .util import LabError
 
 # The functions whose share a profile reports (issue 37, item 2).
@@ -132,22 +133,8 @@ def chains(script_out: str) -> List[List[int]]:
 
 def parse_addr2line(text: str) -> Dict[int, Tuple[str, ...]]:
     """`addr2line -a -f -i` output: address -> functions there, innermost first."""
-    found: Dict[int, List[str]] = {}
-    cur: Optional[List[str]] = None
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        s = lines[i].strip()
-        if s.startswith("0x"):
-            cur = found.setdefault(int(s, 16), [])
-            i += 1
-            continue
-        if cur is not None and s:
-            cur.append(s)
-            i += 2          # the function, then its file:line
-            continue
-        i += 1
-    return {a: tuple(f) for a, f in found.items()}
+    return {a: tuple(f[0] for f in frames)
+            for a, frames in insncount.parse_addr2line(text).items()}
 
 
 def _entry(funcs: Tuple[str, ...]) -> bool:

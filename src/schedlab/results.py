@@ -220,7 +220,8 @@ def parse_run(d: Path, w: workmod.Workload,
                              _read(d, "latency.txt"), latency_tool, overhead,
                              core_of=core_of or {},
                              schedstat=_read(d, "schedstat-before.txt"),
-                             profile_out=_read(d, "profile.txt"))
+                             profile_out=_read(d, "profile.txt"),
+                             insns_out=_read(d, "insns.txt"))
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems

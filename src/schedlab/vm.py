@@ -43,7 +43,7 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
                 memory_mib: int = 2048, online: Optional[int] = None,
                 kernel_args: Sequence[str] = (), verbose: bool = False,
                 rwdirs: Sequence[Path] = (), tcg_single: bool = False,
-                icount: bool = False) -> List[str]:
+                icount: bool = False, qemu_extra: str = "") -> List[str]:
     """The virtme-ng command line for one boot (pure: tested without booting).
 
     tcg_single: under TCG, run all vCPUs in one host thread.  Needed when the
@@ -53,6 +53,7 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
     icount: single-thread TCG whose guest clock advances one ns per
     instruction of the running vCPU (qemu -icount shift=0,sleep=off), for
     the instruction counts of short functions; never KVM.
+    qemu_extra: more qemu options with icount (a TCG plugin: insncount.py).
     """
     args = [str(venv_bin("vng")), "--run", str(image), "--disable-microvm",
             "--cpus", topomod.smp_arg(topo), "--memory", f"{memory_mib}M"]
@@ -60,8 +61,8 @@ def vng_command(image: Path, topo: topomod.Topology, cmd: str, *, kvm: bool,
         # Every vCPU reads the one virtual clock: the TSCs are in sync, and
         # without tsc=reliable a large guest marks them unstable and falls
         # back to HPET, whose 10 ns steps count no single instruction.
-        args += ["--disable-kvm", f"--qemu-opts=-accel tcg,thread=single {ICOUNT_OPTS}",
-                 "--append", "tsc=reliable"]
+        opts = f"-accel tcg,thread=single {ICOUNT_OPTS}" + (f" {qemu_extra}" if qemu_extra else "")
+        args += ["--disable-kvm", f"--qemu-opts={opts}", "--append", "tsc=reliable"]
     elif not kvm:
         args.append("--disable-kvm")
         if tcg_single:
@@ -137,9 +138,13 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
          memory_mib: int = 2048, kernel_args: Sequence[str] = (), timeout: float = 900,
          verbose: bool = False, quiet: bool = False,
          rwdirs: Sequence[Path] = (), tcg_single: bool = False,
-         icount: bool = False, log: Optional[Path] = None) -> VmResult:
+         icount: bool = False, log: Optional[Path] = None,
+         qemu_extra: str = "") -> VmResult:
     """Boot IMAGE and run CMD; the console goes to LOG (work/logs/vm.log
-    unless given: a caller whose VM may run beside another passes its own)."""
+    unless given: a caller whose VM may run beside another passes its own).
+    qemu_extra: more qemu options, with icount only."""
+    if qemu_extra and not icount:
+        raise LabError("vm.boot: extra qemu options are for icount boots")
     log = log or log_dir() / "vm.log"
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
@@ -155,7 +160,7 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
             + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
     args = vng_command(image, topo, cmd, kvm=kvm, memory_mib=memory_mib, online=online,
                        kernel_args=kernel_args, verbose=verbose, rwdirs=rwdirs,
-                       tcg_single=tcg_single, icount=icount)
+                       tcg_single=tcg_single, icount=icount, qemu_extra=qemu_extra)
     res = _spawn(args, timeout, log)
     res.accel = accel
     if res.timed_out:

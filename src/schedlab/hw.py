@@ -1,0 +1,280 @@
+"""The hardware kit: `./schedlab hw`, run as root on an SMT machine booted
+into a kernel with the series and the measurement series.
+
+This module has the kit's first stage: what it needs of the running kernel,
+of the machine and of its tools, checked before anything runs, each missing
+piece named with how to add it; and the record of the machine that goes at
+the top of the report (lscpu, SMT mode, NUMA, LPAR or firmware, the kernel's
+command line and config hash).  On a kernel without the series, or on a
+machine without SMT, it refuses with the list of what is missing.
+
+What each check needs is data (KERNEL_NEEDS, CONFIG_NEEDS, TOOLS), so the
+rehearsal and the tests see the same list as the machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from . import build as buildmod
+from .util import LabError, say, work_dir
+
+DEBUG_SCHED = Path("/sys/kernel/debug/sched")
+SMT_ACTIVE = Path("/sys/devices/system/cpu/smt/active")
+CPU_DIR = Path("/sys/devices/system/cpu")
+
+
+@dataclass(frozen=True)
+class KernelNeed:
+    """A file under /sys/kernel/debug/sched, or a SCHED_FEAT name in its
+    features file, that one patch of the series adds."""
+    what: str           # "feature" or "knob"
+    name: str
+    patch: str          # which patch adds it, for the message
+
+
+KERNEL_NEEDS = (
+    KernelNeed("knob", "newidle_cost_pct", "patch 5 (newidle topic)"),
+    KernelNeed("feature", "SIS_GROUP_IDLE", "patch 6 (wake topic)"),
+    KernelNeed("feature", "SG_STATS_REUSE", "patch 7 (lbstats topic)"),
+)
+
+# Config options the kit's probes and switches need: name -> why.
+CONFIG_NEEDS: Dict[str, str] = {
+    "CONFIG_DEBUG_FS": "the series' knobs and features are in debugfs",
+    "CONFIG_SCHEDSTATS": "balance counts by domain (/proc/schedstat)",
+    "CONFIG_BPF_SYSCALL": "bpftrace and funclatency",
+    "CONFIG_DEBUG_INFO_BTF": "bpftrace's kfunc probes",
+    "CONFIG_JUMP_LABEL": "the switches patch kernel text, as distributions build it",
+    "CONFIG_SCHED_SMT": "SMT scheduling domains",
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the benchmark set or the probes run: any of NAMES on PATH."""
+    names: tuple
+    purpose: str
+    how: str            # how to add it (a Debian package, or build steps)
+
+
+TOOLS = (
+    Tool(("funclatency-bpfcc", "funclatency"),
+         "should_we_balance(), sched_balance_rq() and sched_balance_newidle() latency",
+         "apt-get install bpfcc-tools (or libbpf-tools)"),
+    Tool(("bpftrace",), "call counts and the counting window", "apt-get install bpftrace"),
+    Tool(("perf",), "perf stat cycles, perf bench sched, perf c2c",
+         "apt-get install linux-perf"),
+    Tool(("hackbench",), "hackbench process and thread, pipes and sockets",
+         "apt-get install rt-tests"),
+    Tool(("tbench", "tbench_srv"), "tbench", "apt-get install dbench"),
+    Tool(("stress-ng",), "the busy levels of the should_we_balance() runs",
+         "apt-get install stress-ng"),
+    Tool(("schbench",), "wakeup latency under load",
+         "not packaged: git clone of schbench (kernel.org's mason/schbench), make, "
+         "and put schbench on PATH"),
+)
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class Preflight:
+    checks: List[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def missing(self) -> List[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def text(self) -> str:
+        lines = []
+        for c in self.checks:
+            lines.append(f"  [{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
+            if not c.ok and c.fix:
+                lines.append(f"      fix: {c.fix}")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ checks
+
+
+def parse_config(text: str) -> Dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("CONFIG_") and "=" in line:
+            k, _, v = line.partition("=")
+            out[k] = v
+    return out
+
+
+def config_hash(text: str) -> str:
+    """The config's options, sorted, hashed (what the report names the kernel by)."""
+    keep = sorted(ln for ln in text.splitlines() if ln.startswith("CONFIG_"))
+    return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:12]
+
+
+def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
+    """The series in the running kernel, and the options the kit needs."""
+    checks = []
+    features = debug_sched / "features"
+    try:
+        names = {w.removeprefix("NO_") for w in features.read_text().split()}
+        readable = True
+    except OSError:
+        names, readable = set(), False
+    if not readable:
+        checks.append(Check("debugfs", False, f"{features} is not readable",
+                            "mount -t debugfs none /sys/kernel/debug (as root), on a kernel "
+                            "with CONFIG_DEBUG_FS"))
+    for need in KERNEL_NEEDS:
+        if need.what == "feature":
+            ok = need.name in names
+            where = f"SCHED_FEAT {need.name}"
+        else:
+            ok = (debug_sched / need.name).exists()
+            where = f"{debug_sched / need.name}"
+        checks.append(Check(f"series: {need.patch}", ok,
+                            f"{where} {'present' if ok else 'absent'}",
+                            "" if ok else "boot a kernel built with the series "
+                            "(patches/series applied to your tree; README, 'Measuring on "
+                            "real SMT hardware')"))
+    config = parse_config(config_text)
+    if not config:
+        checks.append(Check("kernel config", False, "neither /proc/config.gz nor "
+                            f"/boot/config-{os.uname().release} is readable",
+                            "install the config with the kernel (make install does)"))
+    else:
+        for opt, why in CONFIG_NEEDS.items():
+            ok = config.get(opt) == "y"
+            checks.append(Check(f"config {opt}", ok, why if ok else f"not set: {why}",
+                                "" if ok else f"rebuild with {opt}=y"))
+    return checks
+
+
+def threads_per_core(cpu_dir: Path = CPU_DIR) -> int:
+    most = 1
+    for sib in cpu_dir.glob("cpu[0-9]*/topology/thread_siblings_list"):
+        try:
+            text = sib.read_text().strip()
+        except OSError:
+            continue
+        n = 0
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            n += (int(hi) - int(lo) + 1) if hi else 1
+        most = max(most, n)
+    return most
+
+
+def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
+                  euid: Optional[int] = None) -> List[Check]:
+    checks = [Check("root", (os.geteuid() if euid is None else euid) == 0,
+                    "BPF programs, debugfs writes and perf need root",
+                    "run it with sudo")]
+    threads = threads_per_core(cpu_dir)
+    try:
+        active = smt_active.read_text().strip() == "1"
+    except OSError:
+        active = threads > 1
+    ok = threads > 1 and active
+    checks.append(Check("SMT", ok, f"{threads} thread(s) per core, SMT "
+                        f"{'active' if active else 'inactive'}",
+                        "" if ok else "the series is for SMT machines: turn SMT on "
+                        "(ppc64_cpu --smt=on on POWER; the firmware or "
+                        "/sys/devices/system/cpu/smt/control elsewhere)"))
+    return checks
+
+
+def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Check]:
+    out = []
+    for t in TOOLS:
+        found = next((n for n in t.names if which(n) or which(f"/usr/sbin/{n}")), None)
+        out.append(Check(f"tool {t.names[0]}", found is not None,
+                         f"{found or ' or '.join(t.names)}: {t.purpose}",
+                         "" if found else t.how))
+    return out
+
+
+def preflight() -> Preflight:
+    return Preflight(check_machine() + check_kernel(DEBUG_SCHED, buildmod.running_config_text())
+                     + check_tools())
+
+
+# ------------------------------------------------------------------ the machine
+
+
+def _cmd(argv: Sequence[str]) -> str:
+    if not shutil.which(argv[0]):
+        return ""
+    try:
+        return subprocess.run(list(argv), capture_output=True, text=True, timeout=30,
+                              check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def machine_record() -> dict:
+    """What the report says about the machine; what is unreadable is left empty."""
+    conf = buildmod.running_config_text()
+    model = _read("/proc/device-tree/model").strip("\0\n") or " ".join(
+        _read(f"/sys/class/dmi/id/{f}").strip() for f in ("sys_vendor", "product_name")).strip()
+    return {
+        "kernel": os.uname().release,
+        "arch": platform.machine(),
+        "config_hash": config_hash(conf) if conf else "",
+        "cmdline": _read("/proc/cmdline").strip(),
+        "lscpu": _cmd(["lscpu"]),
+        "threads_per_core": threads_per_core(),
+        "smt_mode": _cmd(["ppc64_cpu", "--smt"]).strip(),
+        "numa": _cmd(["numactl", "-H"]) or _cmd(["lscpu", "-e=cpu,node,socket,core"]),
+        "lpar": _read("/proc/powerpc/lparcfg"),
+        "model": model,
+        "firmware": _read("/sys/class/dmi/id/bios_version").strip()
+        or _read("/proc/device-tree/openprom/model").strip("\0\n"),
+    }
+
+
+def run(check_only: bool) -> int:
+    """`./schedlab hw`: the preflight, the machine record, then the runs."""
+    pf = preflight()
+    say("hw: what the kit needs here")
+    say(pf.text())
+    out = work_dir() / "hw"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "machine.json").write_text(json.dumps(machine_record(), indent=1) + "\n")
+    (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
+                                                   indent=1) + "\n")
+    say(f"  the machine's record: {out / 'machine.json'}")
+    if not pf.ok:
+        names = ", ".join(c.name for c in pf.missing())
+        raise LabError(f"hw: cannot measure on this machine as it is: {names} "
+                       "(each with its fix above)")
+    if check_only:
+        say("hw: everything the kit needs is here")
+        return 0
+    raise LabError("hw: the runs of the kit are not built yet (issue 38); --check "
+                   "passed, so this machine is ready for them")

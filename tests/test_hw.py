@@ -1,0 +1,78 @@
+"""The hardware kit's checks: what it needs of the kernel, the machine, the tools."""
+
+from pathlib import Path
+
+from schedlab import hw
+
+SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
+
+
+def _debugfs(tmp: Path, features: str, knobs=("newidle_cost_pct",)) -> Path:
+    d = tmp / "sched"
+    d.mkdir()
+    (d / "features").write_text(features)
+    for k in knobs:
+        (d / k).write_text("100\n")
+    return d
+
+
+def _cpus(tmp: Path, siblings: str, n: int = 4) -> Path:
+    base = tmp / "cpu"
+    for cpu in range(n):
+        t = base / f"cpu{cpu}" / "topology"
+        t.mkdir(parents=True)
+        (t / "thread_siblings_list").write_text(siblings + "\n")
+    return base
+
+
+def test_a_kernel_with_the_series_passes(tmp_path):
+    d = _debugfs(tmp_path, "GENTLE_FAIR_SLEEPERS NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE\n")
+    checks = hw.check_kernel(d, SERIES_CONFIG)
+    assert all(c.ok for c in checks), [c for c in checks if not c.ok]
+
+
+def test_a_distribution_kernel_is_refused_with_each_piece_named(tmp_path):
+    d = _debugfs(tmp_path, "GENTLE_FAIR_SLEEPERS\n", knobs=())
+    missing = [c for c in hw.check_kernel(d, "CONFIG_DEBUG_FS=y\n") if not c.ok]
+    names = " ".join(c.name for c in missing)
+    for need in hw.KERNEL_NEEDS:
+        assert need.patch in names
+    assert "config CONFIG_SCHEDSTATS" in names
+    assert all(c.fix for c in missing)
+
+
+def test_no_debugfs_and_no_config_say_so(tmp_path):
+    checks = hw.check_kernel(tmp_path / "absent", "")
+    assert [c.name for c in checks if not c.ok][:1] == ["debugfs"]
+    assert any(c.name == "kernel config" and not c.ok for c in checks)
+
+
+def test_smt_is_counted_from_the_sibling_lists(tmp_path):
+    assert hw.threads_per_core(_cpus(tmp_path / "a", "0-3,8-11")) == 8
+    on = tmp_path / "on"
+    on.write_text("1\n")
+    ok = {c.name: c.ok for c in hw.check_machine(_cpus(tmp_path / "b", "0-3"), on, euid=0)}
+    assert ok == {"root": True, "SMT": True}
+    off = {c.name: c.ok for c in hw.check_machine(_cpus(tmp_path / "c", "0"), tmp_path / "x",
+                                                    euid=1000)}
+    assert off == {"root": False, "SMT": False}
+
+
+def test_tools_name_their_fix_and_accept_any_alternative():
+    have = {"funclatency", "bpftrace", "perf", "hackbench", "tbench", "stress-ng"}
+    checks = hw.check_tools(lambda n: n if n in have else None)
+    bad = [c for c in checks if not c.ok]
+    assert [c.name for c in bad] == ["tool schbench"]
+    assert "not packaged" in bad[0].fix
+
+
+def test_the_config_hash_ignores_comments_and_order():
+    a = "# comment\nCONFIG_A=y\nCONFIG_B=m\n"
+    b = "CONFIG_B=m\nCONFIG_A=y\n"
+    assert hw.config_hash(a) == hw.config_hash(b) != hw.config_hash("CONFIG_A=y\n")
+
+
+def test_preflight_text_marks_what_is_missing():
+    pf = hw.Preflight([hw.Check("a", True, "fine"), hw.Check("b", False, "gone", "add b")])
+    assert not pf.ok and [c.name for c in pf.missing()] == ["b"]
+    assert "[MISSING] b: gone" in pf.text() and "fix: add b" in pf.text()
