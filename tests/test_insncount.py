@@ -91,14 +91,16 @@ def test_parts_sum_their_frames_and_calls_per_execution():
         0x104: (("update_sg_lb_stats", f, 5),),            # cpu_rq(i): once per CPU
         0x108: (("cpu_load", f, 99), ("update_sg_lb_stats", f, 6)),
         0x10c: (("update_sg_lb_stats", f, 10),),           # after the loop
-        0x110: (("sg_lb_cache_write", f, 50), ("update_sg_lb_stats", f, 10)),
-        0x114: (("sg_lb_cache_write", f, 51), ("update_sg_lb_stats", f, 10)),
+        0x110: (("sg_lb_cache_write", "/w.c", 2), ("update_sg_lb_stats", f, 10)),
+        0x114: (("sg_lb_cache_write", "/w.c", 3), ("update_sg_lb_stats", f, 10)),
     }
     counts = {0x100: 4, 0x104: 32, 0x108: 32, 0x10c: 4, 0x110: 2, 0x114: 2,
               0x200: 2, 0x204: 2, 0x208: 1}           # the callee: 5 insns, 2 calls
     calls = {0x114: "_raw_spin_trylock"}
     syms = {"_raw_spin_trylock": (0x200, 0x220)}
-    costs = {c.name: c for c in ic.attribute(counts, frames, calls, syms, lambda p: SOURCE)}
+    write_src = ["{", "\twrite_seqcount_begin(&cache->seq);", "\traw_spin_unlock(&cache->lock);"]
+    costs = {c.name: c for c in ic.attribute(counts, frames, calls, syms,
+                                             lambda p: SOURCE if p == f else write_src)}
     assert (costs["group statistics"].execs, costs["group statistics"].insns) == (4, 76)
     read = costs["per-CPU read"]
     assert (read.execs, read.insns, read.per_exec()) == (32, 64, 2.0)
@@ -134,3 +136,15 @@ def test_the_insns_probe_runs_alone_under_icount():
 def test_the_plugin_compiles_warning_free(tmp_path):
     so = ic.plugin(tmp_path / "insncount.so")
     assert so.is_file() and so.stat().st_size > 0
+
+
+def test_an_own_part_leaves_out_what_ran_more_often_than_it():
+    src = ["static void w(void)", "{", "\tstruct c *cache = g->c;", "\tbegin(&cache->seq);", "}"]
+    frames = {0x10: (("w", "/f.c", 3),), 0x14: (("w", "/f.c", 4),), 0x18: (("w", "/f.c", 4),)}
+    counts = {0x10: 100, 0x14: 3, 0x18: 2}
+    (own,) = ic.attribute(counts, frames, {}, {}, lambda p: src,
+                          [ic.Part("write", ("w",), per=r"begin\(", own=True)])
+    assert (own.execs, own.insns) == (3, 5)
+    (every,) = ic.attribute(counts, frames, {}, {}, lambda p: src,
+                            [ic.Part("write", ("w",), per=r"begin\(")])
+    assert (every.execs, every.insns) == (3, 105)
