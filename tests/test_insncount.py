@@ -148,3 +148,15 @@ def test_an_own_part_leaves_out_what_ran_more_often_than_it():
     (every,) = ic.attribute(counts, frames, {}, {}, lambda p: src,
                             [ic.Part("write", ("w",), per=r"begin\(")])
     assert (every.execs, every.insns) == (3, 105)
+
+
+def test_a_part_within_a_symbol_counts_that_instance_only():
+    src = ["static void g(void)", "{", "\tx();", "}"]
+    frames = {0x10: (("g", "/f.c", 3),), 0x90: (("g", "/f.c", 3),)}
+    syms = {"update_sd_lb_stats_reuse": (0x80, 0xa0)}
+    (cost,) = ic.attribute({0x10: 5, 0x90: 2}, frames, {}, syms, lambda p: src,
+                           [ic.Part("g", ("g",), within="update_sd_lb_stats_reuse")])
+    assert (cost.execs, cost.insns) == (2, 2)
+    (none,) = ic.attribute({0x10: 5}, frames, {}, {}, lambda p: src,
+                           [ic.Part("g", ("g",), within="update_sd_lb_stats_reuse")])
+    assert none.execs == 0

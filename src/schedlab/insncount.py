@@ -44,12 +44,14 @@ class Part:
     matching PER (of FRAME), or of the part's most executed instruction.
     OWN: an instruction that ran more often than the part did is not the
     part's (code the compiler hoisted out of it, or shares with other
-    code); for a part without a loop of its own."""
+    code); for a part without a loop of its own.  WITHIN: only the
+    instructions of that function's symbol (an instance of inlined code)."""
     name: str
     frames: Tuple[str, ...]
     block: str = ""
     per: str = ""
     own: bool = False
+    within: str = ""
 
 
 PARTS = (
@@ -59,6 +61,13 @@ PARTS = (
     Part("per-CPU read", ("update_sg_lb_stats",),
          block=r"for_each_cpu_and\(i, sched_group_span\(group\), env->cpus\)",
          per=r"struct rq \*rq = cpu_rq\(i\);"),
+    # The same in the instance of update_sd_lb_stats() with the reuse
+    # (patch 7), which only busy balances of levels with sums run.
+    Part("group statistics, reuse instance", ("update_sg_lb_stats",),
+         per=r"local_group = group == sds->local;", within="update_sd_lb_stats_reuse"),
+    Part("per-CPU read, reuse instance", ("update_sg_lb_stats",),
+         block=r"for_each_cpu_and\(i, sched_group_span\(group\), env->cpus\)",
+         per=r"struct rq \*rq = cpu_rq\(i\);", within="update_sd_lb_stats_reuse"),
     Part("cache lookup", ("sg_lb_cache_read",), per=r"seq = raw_read_seqcount\(", own=True),
     # gcc hoists the load of the cache's address to every group the reuse
     # instance reads, and shares the unlock's code: "group statistics"
@@ -234,7 +243,11 @@ def attribute(counts: Dict[int, int], frames: Dict[int, Tuple[Frame, ...]],
         most = 0
         bodies: Dict[Tuple[str, str], Optional[range]] = {}
         mine: List[Tuple[int, int]] = []
+        span = next((r for name, r in syms.items() if _base(name) == part.within),
+                    (0, 0)) if part.within else None
         for a, n in counts.items():
+            if span is not None and not span[0] <= a < span[1]:
+                continue
             frame = next((f for f in frames.get(a, ()) if f[0] in part.frames), None)
             if frame is None:
                 continue
