@@ -76,3 +76,24 @@ def test_preflight_text_marks_what_is_missing():
     pf = hw.Preflight([hw.Check("a", True, "fine"), hw.Check("b", False, "gone", "add b")])
     assert not pf.ok and [c.name for c in pf.missing()] == ["b"]
     assert "[MISSING] b: gone" in pf.text() and "fix: add b" in pf.text()
+
+
+def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
+    d = _debugfs(tmp_path, "NO_SG_STATS_REUSE GENTLE_FAIR_SLEEPERS\n", knobs=())
+    present = hw.kernel_pieces(d)
+    assert present == ["SG_STATS_REUSE"]
+    ok, missing = hw.arms_here(present)
+    assert [a.name for a in ok] == ["series", "series-again", "lbstats"]
+    assert {a.needs for a in missing} == {"newidle_cost_pct", "SIS_GROUP_IDLE"}
+    assert hw.kernel_pieces(tmp_path / "absent") == []
+
+
+def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
+    text = hw.plan_text(["newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"], 5, 1, 30)
+    for a in hw.ARMS:
+        assert a.name in text
+    assert "NOT HERE" not in text and "none of the series" not in text
+    assert "5 arms x 5 rounds" in text and " h" in text
+    bare = hw.plan_text([], 5, 1, 30)
+    assert "none of the series" in bare and bare.count("NOT HERE") == 3
+    assert hw.estimate(2, 2, 1, 30) == 2 * hw.estimate(1, 2, 1, 30)

@@ -54,15 +54,29 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
+    if args.plan:
+        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs,
+                         args.seconds))
+        return 0
     return hw.run(args.check)
 
 
 def add_hw(sub: Sub) -> None:
     p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
                 "kit needs, record the machine (the runs: issue 38)", """
-./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/""")
-    p.add_argument("--check", action="store_true",
-                   help="only the checks and the machine's record")
+./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
+./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time""")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true",
+                      help="only the checks and the machine's record")
+    what.add_argument("--plan", action="store_true",
+                      help="print the arms this kernel can run, the benchmarks and the "
+                           "estimated duration; runs nothing")
+    p.add_argument("--rounds", type=positive_int, default=5,
+                   help="rounds of all arms, interleaved (default 5)")
+    p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
+    p.add_argument("--seconds", type=positive_int, default=30,
+                   help="duration of timed workloads (default 30)")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

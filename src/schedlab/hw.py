@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import build as buildmod
 from .util import LabError, say, work_dir
@@ -84,6 +84,52 @@ TOOLS = (
 )
 
 
+@dataclass(frozen=True)
+class Arm:
+    """One state of the running kernel the kit measures: the writes under
+    /sys/kernel/debug/sched/ that make it, and the piece of the kernel it
+    needs (a KernelNeed name; "" for none beyond the series)."""
+    name: str
+    what: str
+    knobs: Tuple[Tuple[str, str], ...] = ()
+    needs: str = ""
+
+
+# Interleaved in this order, round after round.  Patches 2-4 get an arm
+# each once the measurement series has their switches (issue 38, item 1).
+ARMS = (
+    Arm("series", "the series, every experimental feature off: the reference"),
+    Arm("series-again", "the same state again: the A/A margin"),
+    Arm("newidle-400", "patch 5: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
+        "newidle_cost_pct"),
+    Arm("wake-tg", "patch 6: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
+        "SIS_GROUP_IDLE"),
+    Arm("lbstats", "patch 7: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
+        "SG_STATS_REUSE"),
+)
+
+# The lab's workloads the kit runs (workloads.py), the should_we_balance()
+# busy levels first; schbench joins when it is on PATH.
+BENCHMARKS = ("stress-100", "stress-90", "stress-50", "hackbench-process", "hackbench-pipe",
+              "perf-messaging", "perf-pipe", "tbench")
+
+
+def arms_here(present: Sequence[str]) -> Tuple[List[Arm], List[Arm]]:
+    """The arms this kernel can run, and those it cannot (what they need is
+    not in PRESENT, the names of the KernelNeeds found)."""
+    ok = [a for a in ARMS if not a.needs or a.needs in present]
+    return ok, [a for a in ARMS if a not in ok]
+
+
+def estimate(arms: int, rounds: int, runs: int, seconds: int,
+             benchmarks: Sequence[str] = BENCHMARKS) -> float:
+    """The kit's duration: every arm's plan, every round (measure.py's estimate)."""
+    from . import measure
+    from . import plan as planmod
+    plan = planmod.make_plan(",".join(benchmarks), "swb,lb", runs=runs, seconds=seconds)
+    return arms * rounds * measure.estimate_seconds(plan, accel="host")
+
+
 @dataclass
 class Check:
     name: str
@@ -130,26 +176,36 @@ def config_hash(text: str) -> str:
     return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:12]
 
 
+def _features(debug_sched: Path) -> Optional[set]:
+    """The SCHED_FEAT names in debugfs; None when it is not readable."""
+    try:
+        return {w.removeprefix("NO_") for w in (debug_sched / "features").read_text().split()}
+    except OSError:
+        return None
+
+
+def _has(debug_sched: Path, features: set, need: KernelNeed) -> bool:
+    return need.name in features if need.what == "feature" else (debug_sched / need.name).exists()
+
+
+def kernel_pieces(debug_sched: Path) -> List[str]:
+    """The names of the KernelNeeds this kernel has."""
+    names = _features(debug_sched) or set()
+    return [n.name for n in KERNEL_NEEDS if _has(debug_sched, names, n)]
+
+
 def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
     """The series in the running kernel, and the options the kit needs."""
     checks = []
-    features = debug_sched / "features"
-    try:
-        names = {w.removeprefix("NO_") for w in features.read_text().split()}
-        readable = True
-    except OSError:
-        names, readable = set(), False
-    if not readable:
-        checks.append(Check("debugfs", False, f"{features} is not readable",
+    found = _features(debug_sched)
+    names = found or set()
+    if found is None:
+        checks.append(Check("debugfs", False, f"{debug_sched / 'features'} is not readable",
                             "mount -t debugfs none /sys/kernel/debug (as root), on a kernel "
                             "with CONFIG_DEBUG_FS"))
     for need in KERNEL_NEEDS:
-        if need.what == "feature":
-            ok = need.name in names
-            where = f"SCHED_FEAT {need.name}"
-        else:
-            ok = (debug_sched / need.name).exists()
-            where = f"{debug_sched / need.name}"
+        ok = _has(debug_sched, names, need)
+        where = f"SCHED_FEAT {need.name}" if need.what == "feature" else f"{debug_sched / need.name}"
         checks.append(Check(f"series: {need.patch}", ok,
                             f"{where} {'present' if ok else 'absent'}",
                             "" if ok else "boot a kernel built with the series "
@@ -256,6 +312,22 @@ def machine_record() -> dict:
         "firmware": _read("/sys/class/dmi/id/bios_version").strip()
         or _read("/proc/device-tree/openprom/model").strip("\0\n"),
     }
+
+
+def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int) -> str:
+    """What `hw --plan` prints: the arms, the benchmarks, the duration."""
+    ok, missing = arms_here(present)
+    lines = [] if present else ["this kernel has none of the series' knobs and features: "
+                                "booted into the series, the kit would run"]
+    lines.append("arms, interleaved in this order every round:")
+    lines += [f"  {a.name:14} {a.what}" for a in ok]
+    lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
+    lines.append("  (patches 2-4: an arm each once the measurement series has their switches)")
+    lines.append("benchmarks: " + ", ".join(BENCHMARKS))
+    secs = estimate(len(ok), rounds, runs, seconds)
+    lines.append(f"{len(ok)} arms x {rounds} rounds x {runs} run(s) of {seconds}s: "
+                 f"about {secs / 3600:.1f} h")
+    return "\n".join(lines)
 
 
 def run(check_only: bool) -> int:
