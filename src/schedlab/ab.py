@@ -25,6 +25,7 @@ path of the full table.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -112,7 +113,7 @@ def arm_pairs(arms: List[Arm]) -> List[Tuple[Arm, Arm]]:
 
 @dataclass(frozen=True)
 class AbRequest:
-    tree: TreeSpec
+    tree: Optional[TreeSpec]    # None: on this machine, in the kernel it runs (host)
     plan: Plan
     topology: str
     arms: Tuple[Arm, ...]
@@ -122,6 +123,7 @@ class AbRequest:
     online: Optional[int] = None
     timeout: float = 900
     arch: Optional[str] = None
+    host: bool = False          # the arms on this machine, rounds for boots (hw.py)
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -133,7 +135,8 @@ class AbRequest:
 
     def record(self) -> Dict[str, Any]:
         """What resume.py compares when the same command runs again."""
-        return {"tree": {"kernel": self.tree.kernel, "base": self.tree.base},
+        tree = {"kernel": self.tree.kernel, "base": self.tree.base} if self.tree else "host"
+        return {"tree": tree,
                 **resume.plan_fields(self.plan),
                 "arms": [[a.name, a.variant, dict(a.knobs)] for a in self.arms],
                 "topology": self.topology, "boots": self.boots, "online": self.online,
@@ -174,6 +177,8 @@ def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
     with st.stage("setup"):
         deps.setup()
         req.plan.check_tools()
+    if req.tree is None:
+        raise LabError("ab: no kernel tree to build")
     with st.stage("fetch"):
         tree = req.tree.resolve()
         say(f"  base: {tree.description}")
@@ -212,11 +217,21 @@ def _measure(req: AbRequest, st: Stages) -> None:
     out = resmod.results_dir(req.prefix)
     record = resume.start(out, "ab", req.record(), req.fresh,
                           [resmod.results_dir(req.label(a)) for a in arms])
-    tree, built_by = _builds(req, st)
-    resume.check_builds(out, record, {v: {"commit": b.commit, "release": b.release}
-                                      for v, b in built_by.items()})
-    keys = {a.name: json.dumps([built_by[a.variant].commit, built_by[a.variant].release,
-                                req.topology, plan.seconds, list(plan.probes), plan.attach,
+    if req.host:
+        # No build: the kernel is the one this machine runs, the same for every arm.
+        with st.stage("tools"):
+            plan.check_tools()
+        tree, built_by = None, {}   # type: Any, Dict[str, Any]
+        setting = measuremod.host_setting(plan, "host")
+        ident = {"host": [os.uname().release, setting.config]}
+        resume.check_builds(out, record, {"host": {"release": ident["host"][0],
+                                                   "config": ident["host"][1]}})
+    else:
+        tree, built_by = _builds(req, st)
+        ident = {v: [b.commit, b.release] for v, b in built_by.items()}
+        resume.check_builds(out, record, {v: {"commit": b.commit, "release": b.release}
+                                          for v, b in built_by.items()})
+    keys = {a.name: json.dumps(ident[a.variant] + [req.topology, plan.seconds, list(plan.probes), plan.attach,
                                 plan.latency_tool, req.online]
                                + ([plan.accel] if plan.accel != "auto" else [])
                                + ([req.boots] if req.boots > 1 else [])
@@ -243,10 +258,15 @@ def _measure(req: AbRequest, st: Stages) -> None:
             name = f"measure {arm.name} ({arm.variant}{knobs}) on {req.topology}" + \
                 (f", boot {boot + 1} of {req.boots}" if req.boots > 1 else "")
             with st.stage(name):
-                runs = measuremod.measure_in_vm(tree, built_by[arm.variant], arm.variant,
-                                                label, plan.with_(knobs=arm.knobs),
-                                                req.topology, req.online, req.timeout,
-                                                keys[arm.name], req.arch)
+                if req.host:
+                    p = plan.with_(knobs=arm.knobs)
+                    runs = measuremod.measure_host(label, p, measuremod.host_setting(p, arm.name),
+                                                   req.timeout, keys[arm.name])
+                else:
+                    runs = measuremod.measure_in_vm(tree, built_by[arm.variant], arm.variant,
+                                                    label, plan.with_(knobs=arm.knobs),
+                                                    req.topology, req.online, req.timeout,
+                                                    keys[arm.name], req.arch)
             if runs and all(r.complete for r in runs):
                 record.finish(arm.name, boot)
                 resume.write(out, record)

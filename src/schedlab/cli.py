@@ -58,12 +58,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs,
                          args.seconds))
         return 0
-    return hw.run(args.check)
+    return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh)
 
 
 def add_hw(sub: Sub) -> None:
     p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
-                "kit needs, record the machine (the runs: issue 38)", """
+                "kit needs, record the machine, run the arms interleaved (work/results/hw-*)", """
 ./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time""")
     what = p.add_mutually_exclusive_group()
@@ -77,6 +77,9 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=30,
                    help="duration of timed workloads (default 30)")
+    p.add_argument("--fresh", action="store_true",
+                   help="measure every round again; a rerun otherwise goes on from the "
+                        "first round not finished")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

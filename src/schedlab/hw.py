@@ -64,6 +64,7 @@ class Tool:
     names: tuple
     purpose: str
     how: str            # how to add it (a Debian package, or build steps)
+    optional: bool = False   # missing, its benchmark is left out
 
 
 TOOLS = (
@@ -80,7 +81,7 @@ TOOLS = (
          "apt-get install stress-ng"),
     Tool(("schbench",), "wakeup latency under load",
          "not packaged: git clone of schbench (kernel.org's mason/schbench), make, "
-         "and put schbench on PATH"),
+         "and put schbench on PATH", optional=True),
 )
 
 
@@ -153,7 +154,7 @@ class Preflight:
         lines = []
         for c in self.checks:
             lines.append(f"  [{'ok' if c.ok else 'MISSING'}] {c.name}: {c.detail}")
-            if not c.ok and c.fix:
+            if c.fix:
                 lines.append(f"      fix: {c.fix}")
         return "\n".join(lines)
 
@@ -262,8 +263,9 @@ def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Ch
     out = []
     for t in TOOLS:
         found = next((n for n in t.names if which(n) or which(f"/usr/sbin/{n}")), None)
-        out.append(Check(f"tool {t.names[0]}", found is not None,
-                         f"{found or ' or '.join(t.names)}: {t.purpose}",
+        skipped = "" if found or not t.optional else " (optional: not found, left out)"
+        out.append(Check(f"tool {t.names[0]}", found is not None or t.optional,
+                         f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
                          "" if found else t.how))
     return out
 
@@ -330,7 +332,26 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int) -> s
     return "\n".join(lines)
 
 
-def run(check_only: bool) -> int:
+PROBES = "swb,lb,latency"
+PREFIX = "hw"
+
+
+def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False):
+    """The kit's runs as an 'ab' request on this machine: every arm once a
+    round, rounds for boots, the arms' debugfs writes as knobs."""
+    from . import ab
+    from . import plan as planmod
+    bench = list(BENCHMARKS) + (["schbench"] if shutil.which("schbench") else [])
+    plan = planmod.make_plan(",".join(bench), PROBES, runs=runs, seconds=seconds,
+                             schbench=Path(shutil.which("schbench") or "schbench"))
+    return ab.AbRequest(tree=None, plan=plan, topology="host",
+                        arms=tuple(ab.Arm(a.name, "host", a.knobs) for a in arms),
+                        prefix=PREFIX, boots=rounds, fresh=fresh, host=True,
+                        timeout=3600)
+
+
+def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
+        fresh: bool = False) -> int:
     """`./schedlab hw`: the preflight, the machine record, then the runs."""
     pf = preflight()
     say("hw: what the kit needs here")
@@ -348,5 +369,7 @@ def run(check_only: bool) -> int:
     if check_only:
         say("hw: everything the kit needs is here")
         return 0
-    raise LabError("hw: the runs of the kit are not built yet (issue 38); --check "
-                   "passed, so this machine is ready for them")
+    from . import ab
+    arms, _ = arms_here(kernel_pieces(DEBUG_SCHED))
+    say(plan_text(kernel_pieces(DEBUG_SCHED), rounds, runs, seconds))
+    return ab.run(request(arms, rounds, runs, seconds, fresh))

@@ -255,22 +255,27 @@ def _measured(label: str, record: resume.Record, runs: List[resmod.Run]) -> List
     return runs
 
 
+def host_setting(plan: Plan, variant: Optional[str]) -> resmod.Setting:
+    """The setting of runs on this machine, in the kernel it runs."""
+    import platform
+    from . import build as buildmod
+    conf = buildmod.running_config_text()
+    return resmod.Setting(topology=host_topology(),
+                          config=host_config_key(conf) if conf else "host-config:?",
+                          arch=platform.machine(), variant=variant or "host",
+                          seconds=plan.seconds, knobs=dict(plan.knobs))
+
+
 def measure_on_host(label: str, plan: Plan, variant: Optional[str],
                     timeout: float, fresh: bool = False) -> List[resmod.Run]:
     """'measure --host': PLAN on this machine, booted into the kernel to measure."""
-    import platform
-    from . import build as buildmod
     if plan.accel != "auto":
         raise LabError("measure --host: --accel is for the VM (on the host, the clock is real)")
     folder = resmod.results_dir(label)
     record = resume.start(folder, "measure", {"where": "host", "variant": variant,
                                               **resume.plan_fields(plan)}, fresh, [folder])
     plan.check_tools()
-    conf = buildmod.running_config_text()
-    setting = resmod.Setting(topology=host_topology(),
-                             config=host_config_key(conf) if conf else "host-config:?",
-                             arch=platform.machine(), variant=variant or "host",
-                             seconds=plan.seconds, knobs=dict(plan.knobs))
+    setting = host_setting(plan, variant)
     resume.check_builds(folder, record, {"host": {"release": os.uname().release,
                                                   "config": setting.config,
                                                   "topology": setting.topology}})
