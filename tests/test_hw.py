@@ -134,3 +134,26 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
                      ("hw-series/boot-1", {}),
                      ("hw-lbstats/boot-1", {"features": "SG_STATS_REUSE"})]
+
+
+def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch):
+    conf = tmp_path / "config"
+    conf.write_text(SERIES_CONFIG)
+    monkeypatch.setenv(hw.CONFIG_ENV, str(conf))
+    assert hw.config_text() == SERIES_CONFIG
+    monkeypatch.setenv(hw.CONFIG_ENV, str(tmp_path / "absent"))
+    assert hw.config_text() == ""
+
+
+def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
+    import pytest
+    from schedlab.util import LabError
+    arms, bench = hw.pick(hw.ARMS, ["series", "lbstats"], ["stress-100"])
+    assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
+    assert hw.pick(hw.ARMS, None, None) == (list(hw.ARMS), list(hw.BENCHMARKS))
+    for names, bench in ((["nope", "series"], None), (["series"], None),
+                         (["series", "lbstats"], ["nope"])):
+        with pytest.raises(LabError):
+            hw.pick(hw.ARMS, names, bench)
+    with pytest.raises(LabError, match="cannot run"):
+        hw.pick(hw.ARMS[:2], ["series", "lbstats"], None)

@@ -58,7 +58,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs,
                          args.seconds))
         return 0
-    return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh)
+    return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh,
+                  args.arm, args.bench.split(",") if args.bench else None)
 
 
 def add_hw(sub: Sub) -> None:
@@ -77,6 +78,11 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=30,
                    help="duration of timed workloads (default 30)")
+    p.add_argument("--arm", action="append", metavar="NAME",
+                   help="only these arms (repeatable; the first is the reference): "
+                        + ", ".join(a.name for a in hw.ARMS))
+    p.add_argument("--bench", metavar="LIST",
+                   help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")

@@ -216,7 +216,8 @@ def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
     if not config:
         checks.append(Check("kernel config", False, "neither /proc/config.gz nor "
                             f"/boot/config-{os.uname().release} is readable",
-                            "install the config with the kernel (make install does)"))
+                            "install the config with the kernel (make install does), or "
+                            f"name the kernel's .config in ${CONFIG_ENV}"))
     else:
         for opt, why in CONFIG_NEEDS.items():
             ok = config.get(opt) == "y"
@@ -242,9 +243,9 @@ def threads_per_core(cpu_dir: Path = CPU_DIR) -> int:
 
 def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
                   euid: Optional[int] = None) -> List[Check]:
-    checks = [Check("root", (os.geteuid() if euid is None else euid) == 0,
-                    "BPF programs, debugfs writes and perf need root",
-                    "run it with sudo")]
+    root = (os.geteuid() if euid is None else euid) == 0
+    checks = [Check("root", root, "BPF programs, debugfs writes and perf need root",
+                    "" if root else "run it with sudo")]
     threads = threads_per_core(cpu_dir)
     try:
         active = smt_active.read_text().strip() == "1"
@@ -270,8 +271,23 @@ def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Ch
     return out
 
 
+# A kernel config to read instead of the running kernel's, where it keeps
+# none (/proc/config.gz, /boot/config-*): the rehearsal's guest.
+CONFIG_ENV = "SCHEDLAB_KERNEL_CONFIG"
+
+
+def config_text() -> str:
+    given = os.environ.get(CONFIG_ENV)
+    if given:
+        try:
+            return Path(given).read_text(errors="replace")
+        except OSError:
+            return ""
+    return buildmod.running_config_text()
+
+
 def preflight() -> Preflight:
-    return Preflight(check_machine() + check_kernel(DEBUG_SCHED, buildmod.running_config_text())
+    return Preflight(check_machine() + check_kernel(DEBUG_SCHED, config_text())
                      + check_tools())
 
 
@@ -297,7 +313,7 @@ def _read(path: str) -> str:
 
 def machine_record() -> dict:
     """What the report says about the machine; what is unreadable is left empty."""
-    conf = buildmod.running_config_text()
+    conf = config_text()
     model = _read("/proc/device-tree/model").strip("\0\n") or " ".join(
         _read(f"/sys/class/dmi/id/{f}").strip() for f in ("sys_vendor", "product_name")).strip()
     return {
@@ -336,12 +352,37 @@ PROBES = "swb,lb,latency"
 PREFIX = "hw"
 
 
-def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False):
+def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
+         bench: Optional[Sequence[str]]) -> Tuple[List[Arm], List[str]]:
+    """The arms and benchmarks asked for (all by default); unknown names refused."""
+    if names:
+        unknown = [n for n in names if n not in {a.name for a in ARMS}]
+        if unknown:
+            raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
+                           + ", ".join(a.name for a in ARMS))
+        missing = [n for n in names if n not in {a.name for a in arms}]
+        if missing:
+            raise LabError(f"hw: this kernel cannot run the arm(s) {', '.join(missing)}")
+        arms = [a for a in arms if a.name in names]
+    if len(arms) < 2:
+        raise LabError("hw: at least two arms: the reference and one to compare with it")
+    if bench:
+        unknown = [b for b in bench if b not in BENCHMARKS + ("schbench",)]
+        if unknown:
+            raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
+                           + ", ".join(BENCHMARKS + ("schbench",)))
+    return list(arms), list(bench or BENCHMARKS)
+
+
+def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
+            bench: Optional[Sequence[str]] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, rounds for boots, the arms' debugfs writes as knobs."""
     from . import ab
     from . import plan as planmod
-    bench = list(BENCHMARKS) + (["schbench"] if shutil.which("schbench") else [])
+    bench = list(bench or BENCHMARKS)
+    if "schbench" not in bench and shutil.which("schbench"):
+        bench.append("schbench")
     plan = planmod.make_plan(",".join(bench), PROBES, runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
@@ -351,7 +392,8 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
 
 
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
-        fresh: bool = False) -> int:
+        fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
+        bench: Optional[Sequence[str]] = None) -> int:
     """`./schedlab hw`: the preflight, the machine record, then the runs."""
     pf = preflight()
     say("hw: what the kit needs here")
@@ -370,6 +412,8 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         say("hw: everything the kit needs is here")
         return 0
     from . import ab
-    arms, _ = arms_here(kernel_pieces(DEBUG_SCHED))
-    say(plan_text(kernel_pieces(DEBUG_SCHED), rounds, runs, seconds))
-    return ab.run(request(arms, rounds, runs, seconds, fresh))
+    here, _ = arms_here(kernel_pieces(DEBUG_SCHED))
+    arms, bench = pick(here, arm_names, bench)
+    say(f"hw: arms {', '.join(a.name for a in arms)}; benchmarks {', '.join(bench)}; "
+        f"{rounds} round(s)")
+    return ab.run(request(arms, rounds, runs, seconds, fresh, bench))
