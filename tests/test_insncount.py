@@ -160,3 +160,8 @@ def test_a_part_within_a_symbol_counts_that_instance_only():
     (none,) = ic.attribute({0x10: 5}, frames, {}, {}, lambda p: src,
                            [ic.Part("g", ("g",), within="update_sd_lb_stats_reuse")])
     assert none.execs == 0
+
+
+def test_the_measure_integration_leaves_insns_out():
+    from schedlab import pipeline
+    assert "insns" not in pipeline.INTEGRATION.probes
