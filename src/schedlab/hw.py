@@ -109,6 +109,11 @@ ARMS = (
         "SG_STATS_REUSE"),
 )
 
+# The probes of every run (funclatency of should_we_balance() with them),
+# and the prefix of the kit's result folders (work/results/hw-ARM/).
+PROBES = "swb,lb,latency"
+PREFIX = "hw"
+
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
 # busy levels first; schbench joins when it is on PATH.
 BENCHMARKS = ("stress-100", "stress-90", "stress-50", "hackbench-process", "hackbench-pipe",
@@ -127,7 +132,7 @@ def estimate(arms: int, rounds: int, runs: int, seconds: int,
     """The kit's duration: every arm's plan, every round (measure.py's estimate)."""
     from . import measure
     from . import plan as planmod
-    plan = planmod.make_plan(",".join(benchmarks), "swb,lb", runs=runs, seconds=seconds)
+    plan = planmod.make_plan(",".join(benchmarks), PROBES, runs=runs, seconds=seconds)
     return arms * rounds * measure.estimate_seconds(plan, accel="host")
 
 
