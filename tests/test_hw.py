@@ -4,10 +4,11 @@ from pathlib import Path
 
 from schedlab import hw
 
+ARM = {a.name: a for a in hw.ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
 
 
-def _debugfs(tmp: Path, features: str, knobs=("newidle_cost_pct",)) -> Path:
+def _debugfs(tmp: Path, features: str, knobs=("newidle_cost_pct", "swb_state")) -> Path:
     d = tmp / "sched"
     d.mkdir()
     (d / "features").write_text(features)
@@ -86,18 +87,19 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
     assert present == ["SG_STATS_REUSE"]
     ok, missing = hw.arms_here(present)
     assert [a.name for a in ok] == ["series", "series-again", "lbstats"]
-    assert {a.needs for a in missing} == {"newidle_cost_pct", "SIS_GROUP_IDLE"}
+    assert {a.needs for a in missing} == {"swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE"}
     assert hw.kernel_pieces(tmp_path / "absent") == []
 
 
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
-    text = hw.plan_text(["newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"], 5, 1, 30)
+    text = hw.plan_text(["swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"],
+                        5, 1, 30)
     for a in hw.ARMS:
         assert a.name in text
     assert "NOT HERE" not in text and "none of the series" not in text
-    assert "5 arms x 5 rounds" in text and " h" in text
+    assert "9 arms x 5 rounds" in text and " h" in text
     bare = hw.plan_text([], 5, 1, 30)
-    assert "none of the series" in bare and bare.count("NOT HERE") == 3
+    assert "none of the series" in bare and bare.count("NOT HERE") == 7
     assert hw.estimate(2, 2, 1, 30) == 2 * hw.estimate(1, 2, 1, 30)
 
 
@@ -128,7 +130,7 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
     monkeypatch.setattr(measuremod, "measure_host",
                         lambda label, plan, setting, timeout, key="":
                         calls.append((label, dict(plan.knobs))) or [])
-    arms = (hw.ARMS[0], hw.ARMS[4])
+    arms = (hw.ARMS[0], ARM["lbstats"])
     ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Stages())
     assert calls == [("hw-series/boot-0", {}),
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
@@ -157,3 +159,164 @@ def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
             hw.pick(hw.ARMS, names, bench)
     with pytest.raises(LabError, match="cannot run"):
         hw.pick(hw.ARMS[:2], ["series", "lbstats"], None)
+
+
+# ------------------------------------------------------------------ the report
+
+REHEARSAL = Path(__file__).resolve().parents[1] / "docs/results/data/hw-rehearsal-smt8"
+
+
+def _rehearsal_report(tmp_path):
+    import json
+    import shutil
+    from schedlab import hwreport
+    results = tmp_path / "hw"
+    shutil.copytree(REHEARSAL / "hw", results)
+    machine = json.loads((REHEARSAL / "machine.json").read_text())
+    arms = [hwreport.ArmState("series", hw.ARMS[0].what, (), 2, 2),
+            hwreport.ArmState("lbstats", ARM["lbstats"].what, ARM["lbstats"].knobs, 1, 2)]
+    path = hwreport.write(results, machine, arms,
+                          ["./schedlab", "hw", "--arm", "series", "--arm", "lbstats"],
+                          missing=["wake-tg"], left_out=["schbench"],
+                          settings={"rounds": 1, "seconds": 3})
+    return path, path.read_text()
+
+
+def test_the_report_has_the_machine_the_command_and_each_arm(tmp_path):
+    path, text = _rehearsal_report(tmp_path)
+    assert path == tmp_path / "hw" / "report.md"
+    assert "| threads per core | 8 |" in text and "| CPUs | 16 |" in text
+    assert "./schedlab hw --arm series --arm lbstats" in text
+    assert "`echo SG_STATS_REUSE > /sys/kernel/debug/sched/features`" in text
+    assert "| lbstats |" in text and "1 of 2 |" in text
+    # The rehearsal had one pair, so 'ab' wrote the untagged tables.
+    assert "### lbstats against series" in text
+    assert "stress-ng cpu bogo-ops/s" in text
+    for link in ("plots/latency-stress-100.png", "plots/counts.png"):
+        assert f"]({link})" in text and (path.parent / link).exists()
+    assert (path.parent / "machine.json").exists()
+
+
+def test_the_report_says_what_is_not_in_it(tmp_path):
+    _, text = _rehearsal_report(tmp_path)
+    gaps = text.split("## Not in this report")[1]
+    assert "the arm wake-tg" in gaps and "the benchmark schbench" in gaps
+    assert "lbstats: 1 run(s) not finished" in gaps and "series:" not in gaps
+    assert "No A/A margin" in text      # the rehearsal ran no repeated arm
+
+
+def test_a_report_before_any_comparison_says_so(tmp_path):
+    from schedlab import hwreport
+    arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in hw.ARMS[:3]]
+    text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"]).read_text()
+    assert text.count("Not compared yet") == 2
+    assert "No record of the machine" in text
+
+
+def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
+    import json
+    import pytest
+    from schedlab import ab
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    monkeypatch.setattr(hw, "preflight", lambda: hw.Preflight([]))
+    monkeypatch.setattr(hw, "machine_record", lambda: {"model": "test box"})
+    monkeypatch.setattr(hw, "kernel_pieces", lambda d: [n.name for n in hw.KERNEL_NEEDS])
+    asked = []
+
+    def interrupted(req, tables_only=False):
+        asked.append(tables_only)
+        if not tables_only:
+            raise KeyboardInterrupt
+        return 0
+    monkeypatch.setattr(ab, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        hw.run(False, rounds=2, seconds=5, arm_names=["series", "lbstats"],
+               bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "2"])
+    assert asked == [False, True]
+    record = json.loads((tmp_path / "hw" / hw.RUN_RECORD).read_text())
+    assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 2
+    text = (tmp_path / "results" / "hw" / "report.md").read_text()
+    assert "test box" in text and "./schedlab hw --rounds 2" in text
+    assert "series: 2 run(s) not finished" in text
+    assert hw.report_again() == 0
+
+
+def test_report_again_needs_a_run(tmp_path, monkeypatch):
+    import pytest
+    from schedlab.util import LabError
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    with pytest.raises(LabError, match="no run to report on"):
+        hw.report_again()
+
+
+def test_the_swb_arms_walk_the_topic_patch_by_patch():
+    swb = [a for a in hw.ARMS if a.needs == "swb_state"]
+    assert [dict(a.knobs)["swb_state"] for a in swb] == ["0", "1", "2", "3"]
+    # The series' own state (4) is the reference's: it writes nothing.
+    assert hw.ARMS[0].knobs == () and "swb_state" in {n.name for n in hw.KERNEL_NEEDS}
+    from schedlab import plan as planmod
+    assert planmod.parse_knobs(["swb_state=0"]) == {"swb_state": "0"}
+
+
+def test_the_kit_builds_on_the_whole_series_and_the_measurement_series():
+    import pytest
+    from schedlab import series
+    from schedlab.spec import BuildSpec
+    from schedlab.util import LabError
+    assert BuildSpec("patched", kit=True).name == "patched+measure+kit" == series.KIT
+    assert BuildSpec("patched", measure=True).name == "patched+measure"
+    with pytest.raises(LabError, match="whole series"):
+        series.variant_patches("base", False, kit=True)
+    names = [p.name for p in series.variant_patches("patched", False, kit=True)]
+    assert names[:len(series.read_series())] == [p.name for p in series.read_series()]
+    assert names[-len(series.read_series(series.kit_dir())) or len(names):] == \
+        [p.name for p in series.read_series(series.kit_dir())]
+
+
+def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
+    from schedlab import kit
+    def fn(name, body):
+        return f"static int {name}(struct lb_env *env)\n{{\n\t{body}\n}}\n"
+    originals = [fn("should_we_balance", "return 0;"), fn("should_we_balance", "return 1;")]
+    good = "x\n" + fn("should_we_balance_s0", "return 0;") + fn("should_we_balance_s1",
+                                                                  "return 1;")
+    assert kit.function_text(good, "should_we_balance_s1") == fn("should_we_balance_s1",
+                                                                  "return 1;")
+    assert kit.compare(good, originals) == []
+    stale = good.replace("return 1;", "return 2;")
+    assert "state 1" in kit.compare(stale, originals)[0]
+    assert "no should_we_balance_s1()" in kit.compare(good.split("static int should_we_balance_s1")[0],
+                                                      originals)[0]
+    extra = good + fn("should_we_balance_s2", "return 2;")
+    assert "a state 2" in kit.compare(extra, originals)[0]
+
+
+def test_each_swb_state_is_also_compared_with_the_state_before():
+    from schedlab import hwreport
+    arms = list(hw.ARMS)
+    assert hw.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
+                                    ("swb-busy", "swb-one-cpu"),
+                                    ("swb-one-cpu", "swb-one-core"))
+    assert hw.request(arms, 1, 1, 5).pairs == hw.patch_pairs(arms)
+    # Without the state before, no such pair.
+    assert hw.patch_pairs([ARM["series"], ARM["swb-busy"]]) == ()
+    states = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 1, a.before) for a in arms]
+    titles = [t for _, _, t in hwreport.pairs(states)]
+    assert "swb-busy against series" in titles
+    assert "swb-busy against swb-v7.3: the patch's own effect" in titles
+    assert "series against swb-one-core: the patch's own effect" in titles
+
+
+def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
+    from schedlab import ab
+    seen = []
+    monkeypatch.setattr(ab, "_pair_tables",
+                        lambda out, tag, a, b: seen.append(tag) or ("", out / "x"))
+    monkeypatch.setattr(ab.tablemod, "load_runs", lambda folder: [])
+    monkeypatch.setattr(ab.comparemod, "sweep_table", lambda sets, md=True: "")
+    monkeypatch.setattr(ab.plotmod, "sweep_plot", lambda *a: None)
+    arms = [ab.Arm(n, "host", k) for n, k in (("series", ()), ("swb-v7.3", (("swb_state", "0"),)),
+                                              ("swb-busy", (("swb_state", "1"),)))]
+    ab.tables(tmp_path, arms, {a.name: tmp_path / a.name for a in arms},
+              (("swb-v7.3", "swb-busy"), ("nope", "series")))
+    assert seen == ["-series-vs-swb-v7.3", "-series-vs-swb-busy", "-swb-v7.3-vs-swb-busy"]

@@ -1,6 +1,7 @@
 """Probe and workload records: programs, maps, metrics, the summary tables."""
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -216,3 +217,47 @@ def test_ni_probe_gives_the_ratio_state_and_the_gate_shares_per_domain():
     prog = probemod.PROBES["ni"].bpftrace("kprobe")
     assert "$sd = ((struct sched_domain *)arg2);" in prog and "%" not in prog.replace("%d", "")
     assert "args->this_rq->avg_idle" in probemod.PROBES["ni"].bpftrace("kfunc")
+
+
+def test_latency_lb_runs_beside_latency_with_its_tool(tmp_path):
+    from schedlab import plan as planmod
+    from schedlab import probe_parsers as pp
+    from schedlab import results as resmod
+    from schedlab import workloads as workmod
+    with pytest.raises(LabError, match="beside the latency probe"):
+        probemod.probe_names("swb,latency-lb")
+    assert probemod.probe_names("latency,latency-lb") == ["latency", "latency-lb"]
+    # The guest gets the functions only when the probe is asked for.
+    for asked, more in (("latency,latency-lb", "sched_balance_rq sched_balance_newidle"),
+                        ("latency", "")):
+        folder = planmod.write(planmod.make_plan("stress-100", asked), tmp_path / asked)
+        env = (folder / "plan.env").read_text()
+        assert any(line.startswith("LATENCY_MORE=") and more in line
+                   and (more or line.strip() in ("LATENCY_MORE=", "LATENCY_MORE=''"))
+                   for line in env.splitlines())
+    # One funclatency output per function, read from latency-FUNCTION.txt.
+    run = tmp_path / "stress-100-0"
+    run.mkdir()
+    bcc = (Path(__file__).parent / "data" / "tools" / "funclatency-bcc.txt").read_text()
+    (run / "latency.txt").write_text(bcc)
+    (run / "latency-sched_balance_rq.txt").write_text(bcc)
+    (run / "status.txt").write_text("0\n")
+    w = workmod.WORKLOADS["stress-100"]
+    got = resmod.parse_run(run, w, ["latency", "latency-lb"], "bcc", schedstat=False)
+    assert got.metrics["sched_balance_rq mean time (funclatency)"]["value"] == 114003
+    assert "sched_balance_rq" in got.histograms
+    assert any("sched_balance_newidle()" in x for x in got.problems)
+    # bpftrace's fallback has no histogram of them: said, not guessed.
+    p = pp.Parsed({}, 1.0, "", latency_tool="bpftrace",
+                  latency_more={"sched_balance_rq": bcc})
+    pp.latency_more(p)
+    assert not p.metrics and "bpftrace" in p.problems[0]
+
+
+def test_each_funclatency_function_gets_its_histogram_plot():
+    h = {"tool": "bcc", "unit": "nsecs", "buckets": [[256, 511, 10], [512, 1023, 5]]}
+    runs = [{"workload": "stress-100", "complete": True,
+             "histograms": {"should_we_balance": h, "sched_balance_newidle": h}}]
+    data = plots.plot_data(runs, runs, [], "a", "b")
+    assert [x["function"] for x in data["histograms"]] == ["should_we_balance",
+                                                           "sched_balance_newidle"]

@@ -30,7 +30,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import compare as comparemod
 from . import deps
@@ -124,6 +124,9 @@ class AbRequest:
     timeout: float = 900
     arch: Optional[str] = None
     host: bool = False          # the arms on this machine, rounds for boots (hw.py)
+    # More pairs to compare, (A, B) by arm name, beside arm_pairs()'s: the
+    # hardware kit's should_we_balance() states, each against the one before.
+    pairs: Tuple[Tuple[str, str], ...] = ()
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -166,7 +169,7 @@ def run(req: AbRequest, tables_only: bool = False) -> int:
             _measure(req, st)
             folders = {a.name: resmod.results_dir(req.label(a)) for a in req.arms}
         with st.stage("compare"):
-            tables(resmod.results_dir(req.prefix), list(req.arms), folders)
+            tables(resmod.results_dir(req.prefix), list(req.arms), folders, req.pairs)
     finally:
         say(st.summary())
     return 0
@@ -295,11 +298,16 @@ def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path) -> Tuple[str, Pa
     return comparemod.compare_and_plot(a_dir, b_dir, False, None, comparemod.HEADLINE), full
 
 
-def tables(out: Path, arms: List[Arm], folders: Dict[str, Path]) -> None:
+def tables(out: Path, arms: List[Arm], folders: Dict[str, Path],
+           extra: Sequence[Tuple[str, str]] = ()) -> None:
     """The pairwise tables, plots and the sweep table of an 'ab' run, from the
-    arms' result sets FOLDERS, into OUT; prints each pair's headline."""
+    arms' result sets FOLDERS, into OUT; prints each pair's headline.  EXTRA:
+    more pairs by name, compared after arm_pairs()'s."""
     out.mkdir(parents=True, exist_ok=True)
     pairs = arm_pairs(arms)
+    byname = {a.name: a for a in arms}
+    pairs += [(byname[a], byname[b]) for a, b in extra
+              if a in byname and b in byname and (byname[a], byname[b]) not in pairs]
     for a, b in pairs:
         # One pair (base vs patched) keeps the plain names.
         tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"

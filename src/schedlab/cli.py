@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -58,21 +59,29 @@ def cmd_hw(args: argparse.Namespace) -> int:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs,
                          args.seconds))
         return 0
+    if args.report:
+        return hw.report_again()
     return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh,
-                  args.arm, args.bench.split(",") if args.bench else None)
+                  args.arm, args.bench.split(",") if args.bench else None,
+                  ["./schedlab", *sys.argv[1:]])
 
 
 def add_hw(sub: Sub) -> None:
     p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
                 "kit needs, record the machine, run the arms interleaved (work/results/hw-*)", """
 ./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
-./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time""")
+./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
+./schedlab hw                              # the runs, then work/results/hw/report.md
+./schedlab hw --report                     # the report again from what finished (after Ctrl-C)""")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true",
                       help="only the checks and the machine's record")
     what.add_argument("--plan", action="store_true",
                       help="print the arms this kernel can run, the benchmarks and the "
                            "estimated duration; runs nothing")
+    what.add_argument("--report", action="store_true",
+                      help="write the report of the last run again from what finished "
+                           "(work/results/hw/report.md); runs nothing")
     p.add_argument("--rounds", type=positive_int, default=5,
                    help="rounds of all arms, interleaved (default 5)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
@@ -95,6 +104,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_series(args: argparse.Namespace) -> int:
     return series_cmd.command(args.action, tree_spec(args).resolve, measure=args.measure,
+                              kit=args.kit,
                           start=args.start, end=args.end, reroll=args.reroll_count,
                           onto=args.onto, kernel=args.kernel, ppc=not args.no_ppc,
                           full=args.full, cells=args.cells, topic=args.topic,
@@ -115,6 +125,9 @@ def add_series(sub: Sub) -> None:
                                       "topics", "mail"])
     s.add_argument("--measure", action="store_true",
                    help="apply: with the measurement series; export: into patches/measure/")
+    s.add_argument("--kit", action="store_true",
+                   help="apply: with the measurement series and the kit's switches; export: "
+                        "into patches/kit/ (commits after the measurement series)")
     s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
     s.add_argument("--end", metavar="REV", help="export: last commit (default HEAD); "
                    "matrix: the commit built (default the series tip)")
@@ -130,9 +143,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.host_config:
-        # An installable kernel for this machine, always with the measurement series.
+        # An installable kernel for this machine, always with the measurement
+        # series, and the kit's switches with the whole series (hw.py).
         variant = spec.variant
-        commit = series.ensure_variant(tree, variant, True, topics.variant_series(variant))
+        kit = variant == "patched" and bool(series.read_series(series.kit_dir()))
+        commit = series.ensure_variant(tree, variant, True, topics.variant_series(variant), kit)
         buildmod.build_host(tree, variant, commit,
                             buildmod.host_config_source(args.host_config),
                             localmodconfig=args.localmodconfig,
@@ -154,7 +169,8 @@ def add_build(sub: Sub) -> None:
     g.add_argument("--host-config", nargs="?", const="running", metavar="FILE",
                    help="an installable kernel for this machine from its own config "
                         "(default /boot/config-$(uname -r) or /proc/config.gz), "
-                        "LOCALVERSION -schedlab-VARIANT, measurement series applied")
+                        "LOCALVERSION -schedlab-VARIANT, measurement series applied (and, "
+                        "for the whole series, the hardware kit's switches)")
     g.add_argument("--localmodconfig", action="store_true",
                    help="with --host-config: only the modules loaded now (faster)")
     g.add_argument("--no-deb", action="store_true",

@@ -163,6 +163,9 @@ def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
     if measure:
         g.add_argument("--measure", action="store_true",
                        help="also apply the measurement series (patches/measure/)")
+        g.add_argument("--kit", action="store_true",
+                       help="also the measurement series and the hardware kit's switches "
+                            "(patches/kit/; the whole series only)")
     g.add_argument("--no-build", action="store_true",
                    help="boot what is already built, without an incremental build")
 
@@ -179,8 +182,10 @@ def build_variant(args: argparse.Namespace) -> str:
 
 
 def build_spec(args: argparse.Namespace) -> BuildSpec:
+    kit = getattr(args, "kit", False)
     return BuildSpec(build_variant(args), args.config, args.arch,
-                     getattr(args, "measure", False), getattr(args, "no_build", False))
+                     getattr(args, "measure", False) or kit, getattr(args, "no_build", False),
+                     kit)
 
 
 def add_online(g: Any, help: str = "bring up only K CPUs (kernel maxcpus=K)") -> None:

@@ -42,6 +42,8 @@ class KernelNeed:
 
 
 KERNEL_NEEDS = (
+    KernelNeed("knob", "swb_state", "the kit's switches (patches/kit/: './schedlab build "
+               "--host-config' applies them)"),
     KernelNeed("knob", "newidle_cost_pct", "patch 5 (newidle topic)"),
     KernelNeed("feature", "SIS_GROUP_IDLE", "patch 6 (wake topic)"),
     KernelNeed("feature", "SG_STATS_REUSE", "patch 7 (lbstats topic)"),
@@ -94,13 +96,24 @@ class Arm:
     what: str
     knobs: Tuple[Tuple[str, str], ...] = ()
     needs: str = ""
+    before: str = ""    # the arm of the patch before this one: the patch's own effect
 
 
-# Interleaved in this order, round after round.  Patches 2-4 get an arm
-# each once the measurement series has their switches (issue 38, item 1).
+# Interleaved in this order, round after round: the reference, its repeat,
+# the should_we_balance() topic's states before the series' (the kit's
+# swb_state: each patch's function, patches/kit/), then patches 5-7's knobs.
 ARMS = (
-    Arm("series", "the series, every experimental feature off: the reference"),
+    Arm("series", "the series, every experimental feature off: the reference",
+        before="swb-one-core"),
     Arm("series-again", "the same state again: the A/A margin"),
+    Arm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
+        "swb_state"),
+    Arm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
+        "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
+    Arm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
+        "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
+    Arm("swb-one-core", "should_we_balance() up to 'Skip the idle-core check in a group of "
+        "one core' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
     Arm("newidle-400", "patch 5: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
         "newidle_cost_pct"),
     Arm("wake-tg", "patch 6: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
@@ -109,9 +122,10 @@ ARMS = (
         "SG_STATS_REUSE"),
 )
 
-# The probes of every run (funclatency of should_we_balance() with them),
-# and the prefix of the kit's result folders (work/results/hw-ARM/).
-PROBES = "swb,lb,latency"
+# The probes of every run (funclatency of should_we_balance(),
+# sched_balance_rq() and sched_balance_newidle() with them), and the prefix
+# of the kit's result folders (work/results/hw-ARM/).
+PROBES = "swb,lb,latency,latency-lb"
 PREFIX = "hw"
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
@@ -345,16 +359,12 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int) -> s
     lines.append("arms, interleaved in this order every round:")
     lines += [f"  {a.name:14} {a.what}" for a in ok]
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
-    lines.append("  (patches 2-4: an arm each once the measurement series has their switches)")
     lines.append("benchmarks: " + ", ".join(BENCHMARKS))
     secs = estimate(len(ok), rounds, runs, seconds)
     lines.append(f"{len(ok)} arms x {rounds} rounds x {runs} run(s) of {seconds}s: "
                  f"about {secs / 3600:.1f} h")
     return "\n".join(lines)
 
-
-PROBES = "swb,lb,latency"
-PREFIX = "hw"
 
 
 def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
@@ -393,13 +403,70 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, "host", a.knobs) for a in arms),
                         prefix=PREFIX, boots=rounds, fresh=fresh, host=True,
-                        timeout=3600)
+                        timeout=3600, pairs=patch_pairs(arms))
+
+
+def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
+    """Each arm against the arm of the patch before it, where both run: the
+    should_we_balance() topic patch by patch."""
+    names = {a.name for a in arms}
+    return tuple((a.before, a.name) for a in arms if a.before in names)
+
+
+RUN_RECORD = "run.json"
+
+
+def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str]):
+    from . import hwreport
+    from . import results as resmod
+    planned = rounds * runs * len(bench)
+    return [hwreport.ArmState(a.name, a.what, a.knobs,
+                              hwreport.runs_done(resmod.results_dir(f"{PREFIX}-{a.name}")),
+                              planned, a.before) for a in arms]
+
+
+def report(record: dict, tables: bool = True) -> Path:
+    """The report of the run RECORD describes (what run() saved in
+    work/hw/run.json): the 'ab' tables again from the finished runs
+    (TABLES), then work/results/hw/report.md."""
+    from . import ab
+    from . import hwreport
+    from . import results as resmod
+    byname = {a.name: a for a in ARMS}
+    arms = [byname[n] for n in record["arms"] if n in byname]
+    bench = record["bench"]
+    if tables:
+        try:
+            ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
+                           bench=bench), tables_only=True)
+        except LabError as e:
+            say(f"hw: no tables yet ({e}); the report lists what finished")
+    machine = hwreport.load_json(work_dir() / "hw" / "machine.json")
+    path = hwreport.write(resmod.results_dir(PREFIX), machine,
+                          _arm_states(arms, record["rounds"], record["runs"], bench),
+                          record["argv"], record.get("missing", ()),
+                          record.get("left_out", ()),
+                          {k: record[k] for k in ("rounds", "runs", "seconds")}
+                          | {"benchmarks": ", ".join(bench)})
+    say(f"hw: the report: {path}")
+    return path
+
+
+def report_again() -> int:
+    """`./schedlab hw --report`: the report of the last run, from what finished."""
+    from . import hwreport
+    record = hwreport.load_json(work_dir() / "hw" / RUN_RECORD)
+    if not record:
+        raise LabError(f"hw --report: no run to report on ({work_dir() / 'hw' / RUN_RECORD} "
+                       "is written when './schedlab hw' starts its runs)")
+    report(record)
+    return 0
 
 
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
-        bench: Optional[Sequence[str]] = None) -> int:
-    """`./schedlab hw`: the preflight, the machine record, then the runs."""
+        bench: Optional[Sequence[str]] = None, argv: Sequence[str] = ()) -> int:
+    """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
     pf = preflight()
     say("hw: what the kit needs here")
     say(pf.text())
@@ -417,8 +484,26 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         say("hw: everything the kit needs is here")
         return 0
     from . import ab
-    here, _ = arms_here(kernel_pieces(DEBUG_SCHED))
+    here, cannot = arms_here(kernel_pieces(DEBUG_SCHED))
     arms, bench = pick(here, arm_names, bench)
+    req = request(arms, rounds, runs, seconds, fresh, bench)
+    bench = [w.name for w in req.plan.workloads]
+    record = {"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
+              "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
+              "missing": [a.name for a in cannot],
+              "left_out": [t.names[0] for t in TOOLS if t.optional
+                           and not any(shutil.which(n) for n in t.names)]}
+    (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
     say(f"hw: arms {', '.join(a.name for a in arms)}; benchmarks {', '.join(bench)}; "
         f"{rounds} round(s)")
-    return ab.run(request(arms, rounds, runs, seconds, fresh, bench))
+    done = False
+    try:
+        rc = ab.run(req)
+        done = True
+    finally:
+        # Also after Ctrl-C or a failed run: the report of what finished.
+        try:
+            report(record, tables=not done)
+        except (LabError, OSError, KeyError) as e:
+            say(f"hw: no report ({e}); './schedlab hw --report' tries again")
+    return rc

@@ -24,10 +24,11 @@ KNOB_DIR = "/sys/kernel/debug/sched"
 _KNOB_NAME = re.compile(r"[a-z0-9_]+")
 _KNOB_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
 RUN_MARK = "@@schedlab-run"
-# The files of KNOB_DIR a plan may write: 7.3's own (kernel/sched/debug.c)
-# and the series' newidle_cost_pct.  A tree with more adds them here.
+# The files of KNOB_DIR a plan may write: 7.3's own (kernel/sched/debug.c),
+# the series' newidle_cost_pct and the kit's swb_state (patches/kit/).  A
+# tree with more adds them here.
 KNOBS = ("base_slice_ns", "cgroup_mode", "features", "latency_warn_ms", "latency_warn_once",
-         "migration_cost_ns", "newidle_cost_pct", "nr_migrate", "preempt",
+         "migration_cost_ns", "newidle_cost_pct", "nr_migrate", "preempt", "swb_state",
          "tunable_scaling", "verbose")
 
 
@@ -92,6 +93,7 @@ class Plan:
         need = {"bpftrace"}
         for w in self.workloads:
             need.update(w.tools)
+        # latency-lb runs with latency's tool (probes.probe_names).
         if "latency" in self.probes and self.latency_tool == "bcc":
             need.add("funclatency-bpfcc")
         if "latency" in self.probes and self.latency_tool == "libbpf":
@@ -144,6 +146,8 @@ def write(plan: Plan, folder: Path) -> Path:
                   else plan.latency_tool),
         _env_line("LATENCY_AUTO", 1 if auto else 0),
         _env_line("LATENCY_FUNCTION", probemod.LATENCY_FUNCTION),
+        _env_line("LATENCY_MORE", " ".join(probemod.LATENCY_MORE)
+                  if "latency-lb" in plan.probes else ""),
         _env_line("BCC_MAX_START", probemod.BCC_MAX_START),
         _env_line("KNOB_DIR", KNOB_DIR),
         _env_line("RUN_MARK", RUN_MARK),

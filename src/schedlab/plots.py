@@ -4,7 +4,8 @@
   count and time metrics, error bars the 95% confidence interval of the mean
   (the same interval the significance rule uses).
 - latency-WORKLOAD.png: the should_we_balance() latency histograms of A and
-  B overlaid (log2 buckets summed over the runs, as fractions of the calls).
+  B overlaid (log2 buckets summed over the runs, as fractions of the calls);
+  latency-FUNCTION-WORKLOAD.png the same for the latency-lb probe's functions.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def _plotted(kind: str) -> List[str]:
 # Metrics shown in the bar plots, in this order, when present.
 COUNT_METRICS = tuple(_plotted("count"))
 TIME_METRICS = tuple(_plotted("time"))
+# The functions whose funclatency histograms are plotted, when present.
+LATENCY_FUNCTIONS = (probemod.LATENCY_FUNCTION, *probemod.LATENCY_MORE)
 
 
 def _pyplot():
@@ -122,11 +125,13 @@ def plot_data(a: List[dict], b: List[dict], rows, a_name: str, b_name: str) -> d
                              "a_mean": r.a.mean, "b_mean": r.b.mean,
                              "a_half": _half(r.a), "b_half": _half(r.b)})
     for w in sorted({r["workload"] for r in a} & {r["workload"] for r in b}):
-        ha, tool, unit = merged_histogram(a, w)
-        hb, _, _ = merged_histogram(b, w)
-        if ha and hb:
-            histograms.append({"workload": w, "tool": tool, "unit": unit,
-                                       "a": sorted(ha.items()), "b": sorted(hb.items())})
+        for func in LATENCY_FUNCTIONS:
+            ha, tool, unit = merged_histogram(a, w, func)
+            hb, _, _ = merged_histogram(b, w, func)
+            if ha and hb:
+                histograms.append({"workload": w, "function": func, "tool": tool,
+                                   "unit": unit, "a": sorted(ha.items()),
+                                   "b": sorted(hb.items())})
     return data
 
 
@@ -151,6 +156,7 @@ def render(data: dict, folder: Path) -> List[Path]:
         out.append(p)
     for h in data["histograms"]:
         w, tool, unit = h["workload"], h["tool"], h["unit"]
+        func = h.get("function", LATENCY_FUNCTIONS[0])
         ha, hb = dict(h["a"]), dict(h["b"])
         lows = sorted(lo for lo in set(ha) | set(hb) if ha.get(lo) or hb.get(lo))
         if not lows:
@@ -166,11 +172,12 @@ def render(data: dict, folder: Path) -> List[Path]:
         ax.set_xticklabels([_fmt_low(lo) for lo in lows], rotation=45, ha="right", fontsize=7)
         ax.set_xlabel(f"latency bucket, {unit} (log2)")
         ax.set_ylabel("fraction of calls")
-        ax.set_title(f"should_we_balance() latency, {w} ({tool})"
+        ax.set_title(f"{func}() latency, {w} ({tool})"
                      + (f" {WALLCLOCK_MARK}" if wallclock else ""), fontsize=9)
         ax.legend(fontsize=8)
         _note(fig, wallclock)
-        p = folder / f"latency-{w}.png"
+        p = folder / (f"latency-{w}.png" if func == LATENCY_FUNCTIONS[0]
+                      else f"latency-{func}-{w}.png")
         fig.savefig(p, dpi=110)
         plt.close(fig)
         out.append(p)

@@ -24,6 +24,7 @@ class Parsed:
     seconds: float
     probe_out: str
     latency_out: str = ""
+    latency_more: Dict[str, str] = field(default_factory=dict)  # function -> its output
     latency_tool: str = "none"
     overhead: Optional[float] = None      # the cost probes' own instructions per call
     core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
@@ -162,22 +163,36 @@ def ni(p: Parsed) -> None:
                      + tag)
 
 
+def _funclatency(p: Parsed, func: str, text: str) -> None:
+    """One funclatency output: FUNC's histogram and its mean time."""
+    lat = parsers.funclatency(text)
+    if not lat.buckets:
+        p.problems.append(f"no histogram of {func}() from {p.latency_tool} funclatency")
+        return
+    p.histograms[func] = {"tool": p.latency_tool, "unit": lat.unit, "buckets": lat.buckets}
+    mean = lat.avg if lat.avg is not None else parsers.hist_mean(lat.buckets)
+    p.metrics[f"{func} mean time (funclatency)"] = Metric(
+        mean * parsers.UNIT_NS.get(lat.unit, 1), "ns", "time", False)
+
+
 def latency(p: Parsed) -> None:
     if p.latency_tool in ("bcc", "libbpf"):
-        lat = parsers.funclatency(p.latency_out)
-        if not lat.buckets:
-            p.problems.append(f"no histogram from {p.latency_tool} funclatency")
-            return
-        p.histograms["should_we_balance"] = {"tool": p.latency_tool, "unit": lat.unit,
-                                             "buckets": lat.buckets}
-        mean = lat.avg if lat.avg is not None else parsers.hist_mean(lat.buckets)
-        p.metrics["should_we_balance mean time (funclatency)"] = Metric(
-            mean * parsers.UNIT_NS.get(lat.unit, 1), "ns", "time", False)
+        _funclatency(p, "should_we_balance", p.latency_out)
         return
     hist = parsers.bpftrace_hist(p.probe_out).get("swb_ns")
     if hist:
         p.histograms["should_we_balance"] = {"tool": "bpftrace", "unit": "nsecs",
                                              "buckets": hist}
+
+
+def latency_more(p: Parsed) -> None:
+    """The latency-lb probe: one funclatency output per function."""
+    if p.latency_tool not in ("bcc", "libbpf"):
+        p.problems.append(f"latency-lb: funclatency (bcc or libbpf-tools) is needed, the "
+                          f"latency tool here is {p.latency_tool}")
+        return
+    for func, text in sorted(p.latency_more.items()):
+        _funclatency(p, func, text)
 
 
 def cost(p: Parsed, func: str, prefix: str, nargs: int, step: int, top: str,

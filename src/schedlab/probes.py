@@ -32,6 +32,9 @@ from .util import LabError
 ATTACH_METHODS = ("auto", "kfunc", "kprobe")
 LATENCY_TOOLS = ("auto", "bcc", "libbpf", "bpftrace")
 LATENCY_FUNCTION = "should_we_balance"
+# The latency-lb probe's functions: one funclatency each, beside the latency
+# probe's (the hardware kit's histograms of the balance paths).
+LATENCY_MORE = ("sched_balance_rq", "sched_balance_newidle")
 # bcc compiles its program with clang at every start; under TCG that takes
 # minutes.  auto passes over it when its trial start takes longer than this.
 BCC_MAX_START = 30
@@ -250,6 +253,13 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           (MetricSpec("should_we_balance mean time (funclatency)", "ns", headline=True,
                       expected=True, plot="time", rank=0),),
           pp.latency),
+    Probe("latency-lb", "funclatency histograms of " + " and ".join(
+              f"{f}()" for f in LATENCY_MORE) + ", one tool per function beside the latency "
+          "probe's (bcc or libbpf-tools only: bpftrace's fallback has none); with latency",
+          LATENCY_MORE, (),
+          tuple(MetricSpec(f"{f} mean time (funclatency)", "ns", expected=True)
+                for f in LATENCY_MORE),
+          pp.latency_more),
     Probe("profile", "perf samples of every CPU on a cpu-clock timer, kernel call chains, no "
                      "probe attached: each function's share of the busy samples in per mille "
                      "(instructions under --accel icount; profile.py); alone in its plan",
@@ -292,6 +302,9 @@ def probe_names(text: Optional[str]) -> List[str]:
         if alone in names and len(names) > 1:
             raise LabError(f"the {alone} probe runs alone: the other probes' own instructions "
                            f"would be in its counts (asked: {','.join(names)})")
+    if "latency-lb" in names and "latency" not in names:
+        raise LabError("the latency-lb probe runs beside the latency probe, with the tool "
+                       "it picks: name both (latency,latency-lb)")
     for n in names:
         if n not in PROBES:
             raise LabError(f"unknown probe {n!r}; known: "

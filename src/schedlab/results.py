@@ -217,7 +217,10 @@ def parse_run(d: Path, w: workmod.Workload,
         secs = 0.0
     probe_out = _read(d, "probe.txt")
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
-                             _read(d, "latency.txt"), latency_tool, overhead,
+                             _read(d, "latency.txt"),
+                             {f: _read(d, f"latency-{f}.txt") for f in probemod.LATENCY_MORE
+                              if "latency-lb" in probes_used},
+                             latency_tool, overhead,
                              core_of=core_of or {},
                              schedstat=_read(d, "schedstat-before.txt"),
                              profile_out=_read(d, "profile.txt"),

@@ -3,6 +3,9 @@
 patches/0000-cover-letter.patch is the cover letter (not listed in series).
 patches/measure/ is the measurement-only series (same layout), applied on top
 of base and patched alike when measuring, never part of the upstream series.
+patches/kit/ is the hardware kit's series (same layout): run-time switches
+between the states of the series' patches, on top of the whole series and
+the measurement series only.
 The per-patch checks are in series_check.py.
 """
 
@@ -29,6 +32,14 @@ def patches_dir() -> Path:
 def measure_dir() -> Path:
     """The measurement-only series: patches/measure/ of the checkout."""
     return patches_dir() / "measure"
+
+
+def kit_dir() -> Path:
+    """The hardware kit's switches: patches/kit/ of the checkout."""
+    return patches_dir() / "kit"
+
+
+KIT = "patched+measure+kit"
 
 
 def read_series(folder: Optional[Path] = None) -> List[Path]:
@@ -143,23 +154,31 @@ def _identity() -> List[str]:
     return ["-c", f"user.name={name}", "-c", f"user.email={email}"]
 
 
-def variant_patches(variant: str, measure: bool) -> List[Path]:
+def variant_patches(variant: str, measure: bool, kit: bool = False) -> List[Path]:
     if variant not in ("base", "patched"):
         raise LabError(f"unknown variant {variant!r}; known: base, patched")
+    if kit and variant != "patched":
+        raise LabError("the kit's switches (patches/kit/) apply on the whole series only")
     patches = read_series() if variant == "patched" else []
-    if measure:
+    if measure or kit:
         patches += read_series(measure_dir())
+    if kit:
+        patches += read_series(kit_dir())
     return patches
 
 
 def ensure_variant(tree: Tree, variant: str, measure: bool = False,
-                   series: Optional[List[Path]] = None) -> str:
+                   series: Optional[List[Path]] = None, kit: bool = False) -> str:
     """The commit of a variant: base, or base plus the series; with measure,
-    the measurement series on top of that commit.  series: the patches of
-    any other variant (a topic's, topics.variant_series())."""
-    if series is None:
-        variant_patches(variant, False)
-    if measure:
+    the measurement series on top of that commit; with kit, the kit's
+    switches on top of that (the whole series only).  series: the patches
+    of any other variant (a topic's, topics.variant_series())."""
+    if series is None or kit:
+        variant_patches(variant, False, kit)
+    if kit:
+        onto = ensure_variant(tree, variant, True, series)
+        patches, name = read_series(kit_dir()), KIT
+    elif measure:
         onto = ensure_variant(tree, variant, False, series)
         patches, name = read_series(measure_dir()), variant + "+measure"
     else:
@@ -251,6 +270,8 @@ def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
         name, patches = "patched", read_series(folder)
     elif folder == measure_dir().resolve() and start == tree.commit_of("patched"):
         name, patches = "patched+measure", read_series(folder)
+    elif folder == kit_dir().resolve() and start == tree.commit_of("patched+measure"):
+        name, patches = KIT, read_series(folder)
     else:
         return
     state[name] = {"hash": series_hash(start, patches), "commit": end, "base": tree.base}

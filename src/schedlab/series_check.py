@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from . import build as buildmod
+from . import kit as kitmod
 from . import topics
 from .series import ensure_variant, parse_patch, patches_dir, read_series
 from .source import Tree
@@ -317,7 +318,13 @@ def report(results: List[PatchCheck]) -> Tuple[str, bool]:
 def check_all(tree: Tree, ppc: bool = True) -> Tuple[str, bool]:
     """The per-patch checks, then (when patches/topics names topics) that each
     topic applies alone and all in order: the text and the verdict."""
-    text, ok = report(check(tree, ppc=ppc))
+    results = check(tree, ppc=ppc)
+    kit_problems = kitmod.check(tree)
+    if kit_problems is not None:
+        results.append(PatchCheck("kit", "the kit's should_we_balance() states (patches/kit/)",
+                                  kit_problems,
+                                  ["each state's copy is should_we_balance() at its commit"]))
+    text, ok = report(results)
     if topics.read_topics():
         applies_text, applies = topics.report_apply(topics.check_apply(tree))
         text, ok = text + "\n" + applies_text, ok and applies

@@ -19,6 +19,7 @@ def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
 
 
 def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = False,
+            kit: bool = False,
             start: Optional[str] = None, end: Optional[str] = None,
             reroll: Optional[int] = None, onto: Optional[str] = None,
             kernel: Optional[str] = None, ppc: bool = True, full: bool = False,
@@ -46,17 +47,24 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         topics.mail(tree, topic, out, reroll)
         return 0
     if action == "apply":
-        commit = series.ensure_variant(tree, "patched", measure)
+        commit = series.ensure_variant(tree, "patched", measure, kit=kit)
         tree.checkout(commit)
-        n = len(series.variant_patches("patched", measure))
-        say(f"  {n} patch(es) applied: {tree.path} is at {commit[:12]} "
-            f"(ref {tree.ref('patched' + ('+measure' if measure else ''))})")
+        n = len(series.variant_patches("patched", measure, kit))
+        name = series.KIT if kit else "patched" + ("+measure" if measure else "")
+        say(f"  {n} patch(es) applied: {tree.path} is at {commit[:12]} (ref {tree.ref(name)})")
         return 0
     if action == "export":
-        folder = series.measure_dir() if measure else series.patches_dir()
-        first = start or ((tree.commit_of("patched") or series.ensure_variant(tree, "patched"))
-                          if measure else tree.base)
-        series.export(tree, first, end or "HEAD", folder, cover=not measure, reroll=reroll)
+        if kit:
+            folder = series.kit_dir()
+            first = start or tree.commit_of("patched+measure") or \
+                series.ensure_variant(tree, "patched", True)
+        elif measure:
+            folder = series.measure_dir()
+            first = start or tree.commit_of("patched") or series.ensure_variant(tree, "patched")
+        else:
+            folder, first = series.patches_dir(), start or tree.base
+        series.export(tree, first, end or "HEAD", folder, cover=not (measure or kit),
+                      reroll=reroll)
         return 0
     if action == "rebase":
         if not onto:

@@ -34,10 +34,12 @@ class BuildSpec:
     arch: Optional[str] = None
     measure: bool = False       # with the measurement series (patches/measure/)
     no_build: bool = False      # use what is built, without an incremental build
+    kit: bool = False           # and the hardware kit's switches (patches/kit/)
 
     @property
     def name(self) -> str:
-        return self.variant + ("+measure" if self.measure else "")
+        return self.variant + ("+measure" if self.measure or self.kit else "") + \
+            ("+kit" if self.kit else "")
 
     def with_(self, **changes) -> "BuildSpec":
         return replace(self, **changes)
@@ -85,7 +87,7 @@ def built(tree: source.Tree, spec: BuildSpec) -> buildmod.BuildResult:
         return buildmod.BuildResult(bdir, image, info.get("release", ""), 0.0,
                                     info.get("commit", ""))
     commit = series.ensure_variant(tree, spec.variant, spec.measure,
-                                   topics.variant_series(spec.variant))
+                                   topics.variant_series(spec.variant), spec.kit)
     return buildmod.build(tree, spec.name, commit, spec.config, spec.arch)
 
 

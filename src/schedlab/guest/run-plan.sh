@@ -16,6 +16,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 . "$PLAN/plan.env"
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
+: "${LATENCY_MORE?}"
 
 PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
 MOUNTED=
@@ -216,6 +217,14 @@ if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
 	done
 fi
 echo "$LAT" > "$OUT/latency-tool.txt"
+# The latency-lb probe: one more funclatency per function, with that tool.
+MORE=
+if grep -qx latency-lb "$OUT/probes-used.txt" 2>/dev/null; then
+	case $LAT in
+		bcc|libbpf) MORE=$LATENCY_MORE ;;
+		*) echo "latency-lb: needs funclatency (bcc or libbpf-tools); the latency tool here is $LAT" >> "$OUT/probes-missing.txt" ;;
+	esac
+fi
 
 # The profile (probes.py, profile.py): perf samples of every CPU on a
 # cpu-clock timer, kernel call chains, no probe attached.  perf writes into
@@ -321,6 +330,12 @@ while read -r name i <&3; do
 		LATP=$!
 		wait_for "$d/latency.txt" Tracing $LATP $LATWAIT || echo 'latency tool did not attach' >> "$d/problems.txt"
 	fi
+	MOREP=()
+	for f in $MORE; do
+		"${LATC[@]}" "$f" > "$d/latency-$f.txt" 2>&1 3<&- &
+		MOREP+=("$!")
+		wait_for "$d/latency-$f.txt" Tracing $! $LATWAIT || echo "latency tool did not attach to $f" >> "$d/problems.txt"
+	done
 	if [ -n "$PROFILE" ]; then
 		# Events opened disabled (-D -1) and enabled through the control
 		# fifo once perf has set up (it scans every process first, slowly
@@ -353,4 +368,7 @@ while read -r name i <&3; do
 	if [ ${#LATC[@]} -gt 0 ]; then
 		stop "$LATP" "$LAT funclatency" "$d/problems.txt"
 	fi
+	for p in "${MOREP[@]}"; do
+		stop "$p" "$LAT funclatency" "$d/problems.txt"
+	done
 done 3< "$PLAN/runs.txt"

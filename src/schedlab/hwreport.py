@@ -1,0 +1,183 @@
+"""The hardware kit's report: one Markdown file a user posts with the series.
+
+`./schedlab hw` ends with it, and `./schedlab hw --report` writes it again
+from whatever finished (after Ctrl-C, or a round cut short).  It holds what
+a maintainer asks of a scheduler number:
+
+- the machine (hw.py's record: model, CPUs, threads per core, SMT mode,
+  NUMA, LPAR or firmware, the kernel and its command line and config hash);
+- the exact commands: the kit's own, and what each arm writes under
+  /sys/kernel/debug/sched/ before its runs;
+- per arm against the reference: every benchmark's headline metrics with
+  mean, CV, the change and its significance ('ab' tables, compare.py), and
+  the A/A margin of the reference's repeated arm (equivalence.py);
+- the plots (the should_we_balance() funclatency histogram per workload,
+  counts and times), linked from the report's folder;
+- what is not in it: the arms this kernel cannot run, runs not finished.
+
+It goes into work/results/hw/ beside the tables and plots 'ab' left there,
+with a copy of the machine's record; nothing is measured here, so writing
+it twice gives the same file.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+REPORT = "report.md"
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """One arm as the report shows it: its writes, and how many of its runs
+    finished out of those planned."""
+    name: str
+    what: str
+    knobs: Tuple[Tuple[str, str], ...]
+    done: int
+    planned: int
+    before: str = ""    # the arm of the patch before: compared with it too
+
+
+def load_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text().rstrip("\n")
+    except OSError:
+        return ""
+
+
+def runs_done(folder: Path) -> int:
+    """The runs an arm finished: its rounds' run-*.json (boot-K/ per round,
+    pooled into the arm's folder after the last), else its own."""
+    rounds = list(folder.glob("boot-*/run-*.json"))
+    return len(rounds) if rounds else len(list(folder.glob("run-*.json")))
+
+
+def machine_section(machine: dict) -> List[str]:
+    if not machine:
+        return ["No record of the machine (work/hw/machine.json): run `./schedlab hw --check`."]
+    first = _lscpu_fields(machine.get("lscpu", ""))
+    rows = [("model", machine.get("model") or first.get("Model name", "")),
+            ("CPU", first.get("Model name", "")),
+            ("CPUs", first.get("CPU(s)", "")),
+            ("threads per core", str(machine.get("threads_per_core", ""))),
+            ("SMT mode (ppc64_cpu --smt)", machine.get("smt_mode", "")),
+            ("sockets", first.get("Socket(s)", "")),
+            ("NUMA nodes", first.get("NUMA node(s)", "")),
+            ("firmware", machine.get("firmware", "")),
+            ("kernel", machine.get("kernel", "")),
+            ("config hash", machine.get("config_hash", ""))]
+    out = ["| | |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in rows if v]
+    if machine.get("lpar"):
+        out += ["", "LPAR (/proc/powerpc/lparcfg, first lines):", "", "```",
+                *machine["lpar"].splitlines()[:12], "```"]
+    out += ["", "Kernel command line:", "", "```", machine.get("cmdline", ""), "```",
+            "", "The whole record (lscpu, NUMA): `machine.json` beside this report."]
+    return out
+
+
+def _lscpu_fields(text: str) -> Dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def arms_section(arms: Sequence[ArmState]) -> List[str]:
+    out = ["| arm | what | writes before its runs | runs finished |",
+           "|---|---|---|---:|"]
+    for a in arms:
+        writes = "; ".join(f"`echo {v} > /sys/kernel/debug/sched/{k}`" for k, v in a.knobs)
+        out.append(f"| {a.name} | {a.what} | {writes or 'none'} | {a.done} of {a.planned} |")
+    return out
+
+
+def _images(folder: Path, rel: str) -> List[str]:
+    return [f"![{p.stem}]({rel}/{p.name})" for p in sorted(folder.glob("*.png"))]
+
+
+def pairs(arms: Sequence[ArmState]) -> List[Tuple[str, str, str]]:
+    """(A, B, title) of every comparison the report shows: each arm against
+    the reference (the first), then each arm against the arm of the patch
+    before it (that patch's own effect)."""
+    ref = arms[0].name
+    out = [(ref, a.name, f"{a.name} against {ref}") for a in arms[1:]]
+    names = {a.name for a in arms}
+    out += [(a.before, a.name, f"{a.name} against {a.before}: the patch's own effect")
+            for a in arms if a.before in names and a.before != ref]
+    return out
+
+
+def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
+    """Each pair's headline table and plots, as 'ab' wrote them; it names
+    the files with the pair's tag when it had more than one pair."""
+    out: List[str] = []
+    every = pairs(arms)
+    for a_name, b_name, title in every:
+        tag = f"-{a_name}-vs-{b_name}"
+        head = results / f"headline{tag}.md"
+        if not head.exists() and len(every) == 1:
+            tag = ""
+            head = results / "headline.md"
+        out += ["", f"### {title}", ""]
+        text = _text(head)
+        if not text:
+            out.append("Not compared yet: no finished runs of both arms.")
+            continue
+        out += [text, "", f"Every metric: `compare{tag}.md`."]
+        out += ["", *_images(results / f"plots{tag}", f"plots{tag}")]
+    return out
+
+
+def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence[str],
+          missing: Sequence[str] = (), left_out: Sequence[str] = (),
+          settings: Optional[Dict[str, object]] = None) -> Path:
+    """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
+    tables and plots it shows), with MACHINE's record in machine.json."""
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
+    title = machine.get("model") or "this machine"
+    lines = [f"# The series on {title}: the hardware kit's report", ""]
+    lines += ["Written by `./schedlab hw` (issue 38's kit) from the runs that finished. "
+              "Each arm is a state of one booted kernel, switched by the writes below; "
+              "the arms ran interleaved, every arm once a round, so that what changes "
+              "between rounds lands in every arm alike.", ""]
+    lines += ["## The machine", "", *machine_section(machine)]
+    lines += ["", "## How it was run", "", "```", shlex.join(list(argv)), "```"]
+    if settings:
+        lines += ["", ", ".join(f"{k}: {v}" for k, v in settings.items())]
+    lines += ["", "## The arms", "", *arms_section(arms)]
+    lines += ["", "## Every arm against the reference", "",
+              f"The reference is `{arms[0].name}`. 'pct imp' > 0: the arm did better; "
+              "'*': the 95% confidence intervals of the means do not overlap. "
+              "The A/A margin is how far the reference's repeated arm moved by chance: a "
+              "change inside it is one these runs cannot tell from noise."]
+    eq = _text(results / "equivalence.md")
+    lines += ["", "### The A/A margins and each arm's verdict", "",
+              eq or "No A/A margin: the repeated arm has not finished a run."]
+    lines += pair_sections(results, arms)
+    gaps = [f"- the arm {m} (this kernel lacks what it switches)" for m in missing]
+    gaps += [f"- the benchmark {b}" for b in left_out]
+    gaps += [f"- {a.name}: {a.planned - a.done} run(s) not finished" for a in arms
+             if a.done < a.planned]
+    if gaps:
+        lines += ["", "## Not in this report", "", *gaps,
+                  "", "The same command run again resumes the runs that did not finish."]
+    path = results / REPORT
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,77 @@
+"""The hardware kit's switches (patches/kit/): are the copies the patches?
+
+The kit's patch keeps should_we_balance() as each patch of the swb topic
+leaves it, one function per state (should_we_balance_s0() for the code
+before the topic, then one per patch), chosen at run time through
+/sys/kernel/debug/sched/swb_state.  A state measures a patch only if its
+copy is that patch's function, so `series check` compares each copy, name
+aside, with should_we_balance() in fair.c at the commit of that patch.
+When a patch of the topic changes, the check fails until the kit's patch
+is made again from the new commits.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from . import topics
+from .series import ensure_variant, kit_dir, read_series
+from .source import Tree
+from .util import git
+
+TOPIC = "swb"
+FUNCTION = "should_we_balance"
+FAIR = "kernel/sched/fair.c"
+
+
+def function_text(src: str, name: str) -> Optional[str]:
+    """The definition of the static int function NAME(struct lb_env *env) in
+    SRC, from its first line to its closing brace; None when absent."""
+    head = f"static int {name}(struct lb_env *env)\n{{"
+    start = src.find(head)
+    if start < 0:
+        return None
+    end = src.find("\n}\n", start)
+    return src[start:end + 3] if end >= 0 else None
+
+
+def state_commits(tree: Tree, tip: str) -> List[str]:
+    """The commit of each state: the one before the topic's first patch,
+    then the commit of each of its patches (in base..tip of the series)."""
+    topic = next(t for t in topics.read_topics() if t.name == TOPIC)
+    commits = git(tree.path, "rev-list", "--reverse", f"{tree.base}..{tip}").split()
+    before = commits[topic.first - 2] if topic.first > 1 else tree.base
+    return [before] + commits[topic.first - 1:topic.last]
+
+
+def compare(kit_src: str, originals: List[Optional[str]]) -> List[str]:
+    """Problems: a state whose copy in KIT_SRC is not ORIGINALS[state]
+    (should_we_balance() at that state's commit) under the copy's name."""
+    problems = []
+    for state, orig in enumerate(originals):
+        name = f"{FUNCTION}_s{state}"
+        copy = function_text(kit_src, name)
+        if orig is None:
+            problems.append(f"state {state}: no {FUNCTION}() at its commit")
+        elif copy is None:
+            problems.append(f"state {state}: the kit's fair.c has no {name}()")
+        elif copy != orig.replace(f"static int {FUNCTION}(", f"static int {name}(", 1):
+            problems.append(f"state {state}: {name}() is not {FUNCTION}() of its commit: "
+                            "make the kit's patch again from the series")
+    extra = function_text(kit_src, f"{FUNCTION}_s{len(originals)}")
+    if extra is not None:
+        problems.append(f"the kit has a state {len(originals)}, the topic {TOPIC} only "
+                        f"{len(originals) - 1} patches")
+    return problems
+
+
+def check(tree: Tree) -> Optional[List[str]]:
+    """The kit's copies against the series' commits: the problems, or None
+    when there is no kit (patches/kit/ lists no patch)."""
+    if not read_series(kit_dir()):
+        return None
+    tip = ensure_variant(tree, "patched")
+    kit = ensure_variant(tree, "patched", kit=True)
+    originals = [function_text(git(tree.path, "show", f"{c}:{FAIR}"), FUNCTION)
+                 for c in state_commits(tree, tip)]
+    return compare(git(tree.path, "show", f"{kit}:{FAIR}"), originals)
