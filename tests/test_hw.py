@@ -311,7 +311,7 @@ def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
     from schedlab import ab
     seen = []
     monkeypatch.setattr(ab, "_pair_tables",
-                        lambda out, tag, a, b: seen.append(tag) or ("", out / "x"))
+                        lambda out, tag, a, b, plots: seen.append(tag) or ("", out / "x"))
     monkeypatch.setattr(ab.tablemod, "load_runs", lambda folder: [])
     monkeypatch.setattr(ab.comparemod, "sweep_table", lambda sets, md=True: "")
     monkeypatch.setattr(ab.plotmod, "sweep_plot", lambda *a: None)
@@ -320,3 +320,14 @@ def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
     ab.tables(tmp_path, arms, {a.name: tmp_path / a.name for a in arms},
               (("swb-v7.3", "swb-busy"), ("nope", "series")))
     assert seen == ["-series-vs-swb-v7.3", "-series-vs-swb-busy", "-swb-v7.3-vs-swb-busy"]
+
+
+def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
+    from schedlab import ab
+    assert hw.request(hw.ARMS[:2], 1, 1, 5, plots=False).plots is False
+    seen = []
+    monkeypatch.setattr(ab, "_pair_tables",
+                        lambda out, tag, a, b, plots: seen.append(plots) or ("", out / "x"))
+    arms = [ab.Arm("a", "host"), ab.Arm("b", "host")]
+    ab.tables(tmp_path, arms, {a.name: tmp_path / a.name for a in arms}, plots=False)
+    assert seen == [False]

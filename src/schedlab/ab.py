@@ -127,6 +127,7 @@ class AbRequest:
     # More pairs to compare, (A, B) by arm name, beside arm_pairs()'s: the
     # hardware kit's should_we_balance() states, each against the one before.
     pairs: Tuple[Tuple[str, str], ...] = ()
+    plots: bool = True          # False: tables only (the kit's rehearsal plots on the host)
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -169,7 +170,8 @@ def run(req: AbRequest, tables_only: bool = False) -> int:
             _measure(req, st)
             folders = {a.name: resmod.results_dir(req.label(a)) for a in req.arms}
         with st.stage("compare"):
-            tables(resmod.results_dir(req.prefix), list(req.arms), folders, req.pairs)
+            tables(resmod.results_dir(req.prefix), list(req.arms), folders, req.pairs,
+                   req.plots)
     finally:
         say(st.summary())
     return 0
@@ -284,12 +286,14 @@ def _measure(req: AbRequest, st: Stages) -> None:
                                req.label(arm))
 
 
-def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path) -> Tuple[str, Path]:
+def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path,
+                 plots: bool = True) -> Tuple[str, Path]:
     """The tables of one pair into OUT: compare{tag}.txt/.md (every metric),
-    headline{tag}.md, plots{tag}/; returns the headline text and the full
-    table's path."""
+    headline{tag}.md, plots{tag}/ (with PLOTS); returns the headline text and
+    the full table's path."""
     full = out / f"compare{tag}.txt"
-    full.write_text(comparemod.compare_and_plot(a_dir, b_dir, False, out / f"plots{tag}")
+    full.write_text(comparemod.compare_and_plot(a_dir, b_dir, False,
+                                                out / f"plots{tag}" if plots else None)
                     + "\n")
     (out / f"compare{tag}.md").write_text(
         comparemod.compare_and_plot(a_dir, b_dir, True, None) + "\n")
@@ -299,7 +303,7 @@ def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path) -> Tuple[str, Pa
 
 
 def tables(out: Path, arms: List[Arm], folders: Dict[str, Path],
-           extra: Sequence[Tuple[str, str]] = ()) -> None:
+           extra: Sequence[Tuple[str, str]] = (), plots: bool = True) -> None:
     """The pairwise tables, plots and the sweep table of an 'ab' run, from the
     arms' result sets FOLDERS, into OUT; prints each pair's headline.  EXTRA:
     more pairs by name, compared after arm_pairs()'s."""
@@ -311,7 +315,7 @@ def tables(out: Path, arms: List[Arm], folders: Dict[str, Path],
     for a, b in pairs:
         # One pair (base vs patched) keeps the plain names.
         tag = "" if len(pairs) == 1 else f"-{a.name}-vs-{b.name}"
-        text, full = _pair_tables(out, tag, folders[a.name], folders[b.name])
+        text, full = _pair_tables(out, tag, folders[a.name], folders[b.name], plots)
         say(f"{a.name} vs {b.name}, the headline:")
         say(text)
         say(f"  every metric: {full} (Markdown: compare{tag}.md, the headline: "
@@ -324,7 +328,7 @@ def tables(out: Path, arms: List[Arm], folders: Dict[str, Path],
         say(f"  sweep table: {out / 'sweep.md'}")
         replica = eqmod.find_replica([(a.name, a.variant, a.knobs) for a in arms])
         shown = [(n, r) for n, r in sets if n != replica]
-        if plotmod.sweep_plot(shown, comparemod.SWEEP_COLUMNS, out / "sweep.png"):
+        if plots and plotmod.sweep_plot(shown, comparemod.SWEEP_COLUMNS, out / "sweep.png"):
             say(f"  sweep plot: {out / 'sweep.png'}")
         if replica:
             runs = dict(sets)

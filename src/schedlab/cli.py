@@ -60,10 +60,10 @@ def cmd_hw(args: argparse.Namespace) -> int:
                          args.seconds))
         return 0
     if args.report:
-        return hw.report_again()
+        return hw.report_again(not args.no_plots)
     return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh,
                   args.arm, args.bench.split(",") if args.bench else None,
-                  ["./schedlab", *sys.argv[1:]])
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots)
 
 
 def add_hw(sub: Sub) -> None:
@@ -95,6 +95,9 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")
+    p.add_argument("--no-plots", action="store_true",
+                   help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
+                        "makes the plots on the host with --report)")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

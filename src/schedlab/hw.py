@@ -390,7 +390,7 @@ def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
 
 
 def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
-            bench: Optional[Sequence[str]] = None):
+            bench: Optional[Sequence[str]] = None, plots: bool = True):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, rounds for boots, the arms' debugfs writes as knobs."""
     from . import ab
@@ -403,7 +403,7 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, "host", a.knobs) for a in arms),
                         prefix=PREFIX, boots=rounds, fresh=fresh, host=True,
-                        timeout=3600, pairs=patch_pairs(arms))
+                        timeout=3600, pairs=patch_pairs(arms), plots=plots)
 
 
 def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
@@ -438,7 +438,7 @@ def report(record: dict, tables: bool = True) -> Path:
     if tables:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
-                           bench=bench), tables_only=True)
+                           bench=bench, plots=record.get("plots", True)), tables_only=True)
         except LabError as e:
             say(f"hw: no tables yet ({e}); the report lists what finished")
     machine = hwreport.load_json(work_dir() / "hw" / "machine.json")
@@ -452,20 +452,23 @@ def report(record: dict, tables: bool = True) -> Path:
     return path
 
 
-def report_again() -> int:
-    """`./schedlab hw --report`: the report of the last run, from what finished."""
+def report_again(plots: bool = True) -> int:
+    """`./schedlab hw --report`: the report of the last run, from what
+    finished; with PLOTS, whatever the run was told (a rehearsal's guest
+    leaves the plots to the host)."""
     from . import hwreport
     record = hwreport.load_json(work_dir() / "hw" / RUN_RECORD)
     if not record:
         raise LabError(f"hw --report: no run to report on ({work_dir() / 'hw' / RUN_RECORD} "
                        "is written when './schedlab hw' starts its runs)")
-    report(record)
+    report(record | {"plots": plots})
     return 0
 
 
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
-        bench: Optional[Sequence[str]] = None, argv: Sequence[str] = ()) -> int:
+        bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
+        plots: bool = True) -> int:
     """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
     pf = preflight()
     say("hw: what the kit needs here")
@@ -486,10 +489,11 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     from . import ab
     here, cannot = arms_here(kernel_pieces(DEBUG_SCHED))
     arms, bench = pick(here, arm_names, bench)
-    req = request(arms, rounds, runs, seconds, fresh, bench)
+    req = request(arms, rounds, runs, seconds, fresh, bench, plots)
     bench = [w.name for w in req.plan.workloads]
     record = {"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
               "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
+              "plots": plots,
               "missing": [a.name for a in cannot],
               "left_out": [t.names[0] for t in TOOLS if t.optional
                            and not any(shutil.which(n) for n in t.names)]}
