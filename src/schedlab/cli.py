@@ -273,8 +273,11 @@ def add_selftest(sub: Sub) -> None:
 
 
 def cmd_soak(args: argparse.Namespace) -> int:
+    if args.kit and args.variant != "patched":
+        raise LabError("soak --kit: the kit's switches apply on the whole series "
+                       "(--variant patched)")
     return 0 if soakmod.run_for(args.topology, args.minutes, args.variant, tree_spec(args),
-                                args.no_build, args.append, args.save) else 1
+                                args.no_build, args.append, args.save, args.kit) else 1
 
 
 def add_soak(sub: Sub) -> None:
@@ -287,6 +290,9 @@ def add_soak(sub: Sub) -> None:
     add_topology(g, "smt4-numa")
     g.add_argument("--minutes", type=float, default=30)
     g.add_argument("--variant", default="patched", choices=VARIANTS)
+    g.add_argument("--kit", action="store_true",
+                   help="with the measurement series and the kit's switches: their "
+                        "should_we_balance() states flipped with the rest")
     g.add_argument("--append", action="append", default=[], metavar="ARG",
                    help="extra kernel argument (repeatable), e.g. relax_domain_level=1")
     g.add_argument("--save", action="store_true",

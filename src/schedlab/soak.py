@@ -261,8 +261,11 @@ def run(req: SoakRequest) -> SoakResult:
 
 
 def run_for(topology: str, minutes: float, variant: str, tree: TreeSpec,
-            no_build: bool = False, append: Sequence[str] = (), save: bool = False) -> bool:
-    req = SoakRequest(topology, minutes, BuildSpec(variant, "debug", None, False, no_build),
+            no_build: bool = False, append: Sequence[str] = (), save: bool = False,
+            kit: bool = False) -> bool:
+    """KIT: the debug kernel with the kit's switches (patches/kit/), whose
+    should_we_balance() states soak.sh flips with the rest."""
+    req = SoakRequest(topology, minutes, BuildSpec(variant, "debug", None, kit, no_build, kit),
                       tree, tuple(append), save=save)
     say(f"  debug kernel, {variant}; {fmt_secs(minutes * 60)} of load and churn on "
         f"{topology}")

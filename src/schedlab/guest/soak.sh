@@ -25,6 +25,8 @@ secs=${2:?usage: soak.sh OUT SECS}
 cgr=/sys/fs/cgroup
 feat=/sys/kernel/debug/sched/features
 knob=/sys/kernel/debug/sched/newidle_cost_pct
+# The hardware kit's switch (patches/kit/), where the kernel has it.
+swb=/sys/kernel/debug/sched/swb_state
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
 # The environment may shorten the two for a quick check of this script.
@@ -390,6 +392,18 @@ flips() {
 			for v in 0 99 100001; do
 				if echo "$v" > "$knob" 2>/dev/null; then
 					log "flip: knob accepted $v, outside its range"
+				fi
+			done
+		fi
+		if [ -e "$swb" ]; then
+			# every should_we_balance() state, the series' (4) last
+			for v in 0 1 2 3 4; do
+				if echo "$v" > "$swb"; then count flip "swb_state $v"
+				else log "flip: swb_state $v refused"; fi
+			done
+			for v in 5 -1 x; do
+				if echo "$v" > "$swb" 2>/dev/null; then
+					log "flip: swb_state accepted $v, outside its range"
 				fi
 			done
 		fi
