@@ -55,14 +55,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
+    bench = args.bench.split(",") if args.bench else None
+    if args.rehearse:
+        from . import rehearsal
+        hw.pick(hw.ARMS, args.arm or list(rehearsal.ARMS), bench)   # refused before a build
+        req = rehearsal.RehearsalRequest(
+            args.topology, tuple(args.arm or rehearsal.ARMS),
+            tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args))
+        return 0 if rehearsal.run(req).ok else 1
+    seconds = args.seconds or 30
     if args.plan:
-        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs,
-                         args.seconds))
+        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds))
         return 0
     if args.report:
         return hw.report_again(not args.no_plots)
-    return hw.run(args.check, args.rounds, args.runs, args.seconds, args.fresh,
-                  args.arm, args.bench.split(",") if args.bench else None,
+    return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
                   ["./schedlab", *sys.argv[1:]], not args.no_plots)
 
 
@@ -72,7 +79,8 @@ def add_hw(sub: Sub) -> None:
 ./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
 ./schedlab hw                              # the runs, then work/results/hw/report.md
-./schedlab hw --report                     # the report again from what finished (after Ctrl-C)""")
+./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
+./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked""")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true",
                       help="only the checks and the machine's record")
@@ -82,11 +90,17 @@ def add_hw(sub: Sub) -> None:
     what.add_argument("--report", action="store_true",
                       help="write the report of the last run again from what finished "
                            "(work/results/hw/report.md); runs nothing")
+    what.add_argument("--rehearse", action="store_true",
+                      help="on the lab's host, not the SMT machine: the kit inside a guest "
+                           "booted with the kit's kernel (icount build, single-thread TCG), "
+                           "3 s runs; checks the report (work/hw-rehearsal/)")
+    add_topology(p, "smt8")
+    add_tree_opts(p)
     p.add_argument("--rounds", type=positive_int, default=5,
                    help="rounds of all arms, interleaved (default 5)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
-    p.add_argument("--seconds", type=positive_int, default=30,
-                   help="duration of timed workloads (default 30)")
+    p.add_argument("--seconds", type=positive_int, default=None,
+                   help="duration of timed workloads (default 30; 3 with --rehearse)")
     p.add_argument("--arm", action="append", metavar="NAME",
                    help="only these arms (repeatable; the first is the reference): "
                         + ", ".join(a.name for a in hw.ARMS))

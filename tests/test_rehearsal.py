@@ -1,0 +1,47 @@
+"""The hardware kit's rehearsal: what the guest runs, and what is checked."""
+
+from pathlib import Path
+
+from schedlab import rehearsal
+
+REQ = rehearsal.RehearsalRequest()
+
+
+def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
+    s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"))
+    assert "-m schedlab hw --rounds 1 --seconds 3 --bench stress-100 --no-plots --fresh" in s
+    for a in REQ.arms:
+        assert f"--arm {a}" in s
+    assert "SCHEDLAB_WORK=/w/guest" in s and "SCHEDLAB_KERNEL_CONFIG=/b/.config" in s
+    # The marks come whatever the kit's status.
+    assert "; echo @@rehearsal hw-rc=$?;" in s
+    assert "pgrep -f -d, '[b]pftrace|[f]unclatency|" in s
+
+
+def test_marks_are_read_from_the_console():
+    out = ("boot noise\n@@rehearsal hw-rc=0\r\n@@rehearsal swb_state=4\n"
+           "@@rehearsal left=\n")
+    assert rehearsal.parse_marks(out) == {"hw-rc": "0", "swb_state": "4", "left": ""}
+
+
+def _report(done=("1 of 1", "1 of 1", "1 of 1", "1 of 1")):
+    rows = "\n".join(f"| {a} | x | none | {d} |" for a, d in zip(REQ.arms, done))
+    return f"| arm | what | writes | runs finished |\n{rows}\n| stress-100 | cpu busy (%) |"
+
+
+def test_a_good_rehearsal_passes():
+    marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
+    assert rehearsal.check(marks, _report(), REQ) == []
+
+
+def test_each_failure_is_named():
+    marks = {"hw-rc": "1", "swb_state": "0", "left": "123,456"}
+    problems = " / ".join(rehearsal.check(marks, _report(("1 of 1", "0 of 1", "1 of 1",
+                                                          "1 of 1")), REQ))
+    for what in ("status 1", "swb_state after the kit: '0'", "left running in the guest: "
+                 "123,456", "arm series-again: 0 of 1"):
+        assert what in problems
+    assert "no mark" in " ".join(rehearsal.check({}, _report(), REQ))
+    assert "no report" in rehearsal.check(marks, "", REQ)
+    bare = _report().replace("| stress-100 |", "| other |")
+    assert any("benchmark stress-100" in p for p in rehearsal.check(marks, bare, REQ))
