@@ -213,9 +213,7 @@ def test_a_report_before_any_comparison_says_so(tmp_path):
     assert "No record of the machine" in text
 
 
-def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
-    import json
-    import pytest
+def _fake_kit(tmp_path, monkeypatch, behaviour):
     from schedlab import ab
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     monkeypatch.setattr(hw, "preflight", lambda: hw.Preflight([]))
@@ -223,22 +221,70 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     monkeypatch.setattr(hw, "kernel_pieces", lambda d: [n.name for n in hw.KERNEL_NEEDS])
     asked = []
 
-    def interrupted(req, tables_only=False):
-        asked.append(tables_only)
-        if not tables_only:
-            raise KeyboardInterrupt
-        return 0
-    monkeypatch.setattr(ab, "run", interrupted)
+    def fake(req, tables_only=False):
+        asked.append((tables_only, req))
+        return behaviour(req)
+    monkeypatch.setattr(ab, "run", fake)
+    return asked
+
+
+def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
+    import json
+    import pytest
+
+    def interrupted(req):
+        req.on_start()
+        raise KeyboardInterrupt
+    asked = _fake_kit(tmp_path, monkeypatch, interrupted)
+    stale = tmp_path / "results" / "hw" / "plots-old"
+    stale.mkdir(parents=True)
+    (tmp_path / "results" / "hw" / "headline-series-vs-lbstats.md").write_text("old")
     with pytest.raises(KeyboardInterrupt):
         hw.run(False, rounds=2, seconds=5, arm_names=["series", "lbstats"],
                bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "2"])
-    assert asked == [False, True]
+    # No tables after an interruption: they need every round pooled.
+    assert [t for t, _ in asked] == [False]
+    req = asked[0][1]
+    # The reference writes the series' state: no arm runs in another's leftover.
+    assert dict(req.arms[0].knobs) == {"swb_state": "4"}
     record = json.loads((tmp_path / "hw" / hw.RUN_RECORD).read_text())
     assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 2
-    text = (tmp_path / "results" / "hw" / "report.md").read_text()
+    assert record["machine"] == {"model": "test box"}
+    results = tmp_path / "results" / "hw"
+    text = (results / "report.md").read_text()
     assert "test box" in text and "./schedlab hw --rounds 2" in text
     assert "series: 2 run(s) not finished" in text
+    # An earlier run's tables are gone, not shown as this run's.
+    assert not stale.exists() and not (results / "headline-series-vs-lbstats.md").exists()
+    assert "old" not in text and text.count("Not compared yet") == 1
     assert hw.report_again() == 0
+
+
+def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
+    import pytest
+    from schedlab.util import LabError
+
+    def refused(req):
+        raise LabError("resume: a different request")
+    _fake_kit(tmp_path, monkeypatch, refused)
+    results = tmp_path / "results" / "hw"
+    results.mkdir(parents=True)
+    (results / "report.md").write_text("the last run's report")
+    with pytest.raises(LabError):
+        hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
+               bench=["stress-100"])
+    assert not (tmp_path / "hw" / hw.RUN_RECORD).exists()
+    assert (results / "report.md").read_text() == "the last run's report"
+
+
+def test_only_complete_runs_count_as_finished(tmp_path):
+    import json
+    from schedlab import hwreport
+    for boot, complete in ((0, True), (1, False)):
+        d = tmp_path / f"boot-{boot}"
+        d.mkdir()
+        (d / "run-stress-100-0.json").write_text(json.dumps({"complete": complete}))
+    assert hwreport.runs_done(tmp_path) == 1
 
 
 def test_report_again_needs_a_run(tmp_path, monkeypatch):

@@ -247,11 +247,12 @@ def test_latency_lb_runs_beside_latency_with_its_tool(tmp_path):
     assert got.metrics["sched_balance_rq mean time (funclatency)"]["value"] == 114003
     assert "sched_balance_rq" in got.histograms
     assert any("sched_balance_newidle()" in x for x in got.problems)
-    # bpftrace's fallback has no histogram of them: said, not guessed.
+    # bpftrace's fallback has no histogram of them (the guest says so among
+    # the probes missing): nothing guessed, and the run stays complete.
     p = pp.Parsed({}, 1.0, "", latency_tool="bpftrace",
                   latency_more={"sched_balance_rq": bcc})
     pp.latency_more(p)
-    assert not p.metrics and "bpftrace" in p.problems[0]
+    assert not p.metrics and not p.problems
 
 
 def test_each_funclatency_function_gets_its_histogram_plot():

@@ -28,9 +28,9 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import compare as comparemod
 from . import deps
@@ -128,6 +128,9 @@ class AbRequest:
     # hardware kit's should_we_balance() states, each against the one before.
     pairs: Tuple[Tuple[str, str], ...] = ()
     plots: bool = True          # False: tables only (the kit's rehearsal plots on the host)
+    # Called once the request is accepted (resume, builds), before the first
+    # boot: hw.py records its run there, not for a request that is refused.
+    on_start: Optional[Callable[[], None]] = field(default=None, compare=False)
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -242,6 +245,8 @@ def _measure(req: AbRequest, st: Stages) -> None:
                                + ([req.boots] if req.boots > 1 else [])
                                + ([dict(a.knobs)] if a.knobs else []),
                                sort_keys=True) for a in arms}
+    if req.on_start:
+        req.on_start()
     if not record.finished:
         for a in arms:
             _clear(resmod.results_dir(req.label(a)))

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import build as buildmod
 from .util import LabError, say, work_dir
@@ -390,9 +390,13 @@ def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
 
 
 def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
-            bench: Optional[Sequence[str]] = None, plots: bool = True):
+            bench: Optional[Sequence[str]] = None, plots: bool = True, swb: bool = False,
+            on_start: Optional[Callable[[], None]] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
-    round, rounds for boots, the arms' debugfs writes as knobs."""
+    round, rounds for boots, the arms' debugfs writes as knobs; with SWB
+    (the kernel has the kit's switch) every arm without a state of its own
+    writes the series' state, 4, so that none runs in the state another
+    arm left behind."""
     from . import ab
     from . import plan as planmod
     bench = list(bench or BENCHMARKS)
@@ -401,9 +405,19 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
     plan = planmod.make_plan(",".join(bench), PROBES, runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
-                        arms=tuple(ab.Arm(a.name, "host", a.knobs) for a in arms),
+                        arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, swb)) for a in arms),
                         prefix=PREFIX, boots=rounds, fresh=fresh, host=True,
-                        timeout=3600, pairs=patch_pairs(arms), plots=plots)
+                        timeout=3600, pairs=patch_pairs(arms), plots=plots,
+                        on_start=on_start)
+
+
+SERIES_SWB_STATE = "4"
+
+
+def arm_knobs(arm: Arm, swb: bool) -> Tuple[Tuple[str, str], ...]:
+    if swb and "swb_state" not in dict(arm.knobs):
+        return (("swb_state", SERIES_SWB_STATE),) + arm.knobs
+    return arm.knobs
 
 
 def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
@@ -427,8 +441,8 @@ def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str
 
 def report(record: dict, tables: bool = True) -> Path:
     """The report of the run RECORD describes (what run() saved in
-    work/hw/run.json): the 'ab' tables again from the finished runs
-    (TABLES), then work/results/hw/report.md."""
+    work/hw/run.json, the machine's record with it): the 'ab' tables again
+    from the finished runs (TABLES), then work/results/hw/report.md."""
     from . import ab
     from . import hwreport
     from . import results as resmod
@@ -438,10 +452,11 @@ def report(record: dict, tables: bool = True) -> Path:
     if tables:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
-                           bench=bench, plots=record.get("plots", True)), tables_only=True)
-        except LabError as e:
-            say(f"hw: no tables yet ({e}); the report lists what finished")
-    machine = hwreport.load_json(work_dir() / "hw" / "machine.json")
+                           bench=bench, plots=record.get("plots", True),
+                           swb=record.get("swb", False)), tables_only=True)
+        except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
+            say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
+    machine = record.get("machine") or hwreport.load_json(work_dir() / "hw" / "machine.json")
     path = hwreport.write(resmod.results_dir(PREFIX), machine,
                           _arm_states(arms, record["rounds"], record["runs"], bench),
                           record["argv"], record.get("missing", ()),
@@ -450,6 +465,18 @@ def report(record: dict, tables: bool = True) -> Path:
                           | {"benchmarks": ", ".join(bench)})
     say(f"hw: the report: {path}")
     return path
+
+
+def _clear_tables(folder: Path) -> None:
+    """The tables, plots and report of an earlier run, before this one
+    starts: a report after Ctrl-C must not show them as this run's."""
+    for pattern in ("headline*.md", "compare*.md", "compare*.txt", "equivalence.*",
+                    "sweep.*", "report.md"):
+        for p in folder.glob(pattern):
+            p.unlink()
+    for d in folder.glob("plots*"):
+        if d.is_dir():
+            shutil.rmtree(d)
 
 
 def report_again(plots: bool = True) -> int:
@@ -475,7 +502,8 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     say(pf.text())
     out = work_dir() / "hw"
     out.mkdir(parents=True, exist_ok=True)
-    (out / "machine.json").write_text(json.dumps(machine_record(), indent=1) + "\n")
+    machine = machine_record()
+    (out / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
     (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
                                                    indent=1) + "\n")
     say(f"  the machine's record: {out / 'machine.json'}")
@@ -487,27 +515,38 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         say("hw: everything the kit needs is here")
         return 0
     from . import ab
-    here, cannot = arms_here(kernel_pieces(DEBUG_SCHED))
+    from . import results as resmod
+    present = kernel_pieces(DEBUG_SCHED)
+    here, cannot = arms_here(present)
     arms, bench = pick(here, arm_names, bench)
-    req = request(arms, rounds, runs, seconds, fresh, bench, plots)
+    swb = "swb_state" in present
+    record: Dict[str, Any] = {}
+    started: List[bool] = []
+
+    def begin() -> None:
+        """The request was accepted: this run's record, no earlier tables."""
+        (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        _clear_tables(resmod.results_dir(PREFIX))
+        started.append(True)
+
+    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin)
     bench = [w.name for w in req.plan.workloads]
-    record = {"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
-              "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
-              "plots": plots,
-              "missing": [a.name for a in cannot],
-              "left_out": [t.names[0] for t in TOOLS if t.optional
-                           and not any(shutil.which(n) for n in t.names)]}
-    (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+    record.update({"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
+                   "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
+                   "plots": plots, "swb": swb, "machine": machine,
+                   "missing": [a.name for a in cannot],
+                   "left_out": [t.names[0] for t in TOOLS if t.optional
+                                and not any(shutil.which(n) for n in t.names)]})
     say(f"hw: arms {', '.join(a.name for a in arms)}; benchmarks {', '.join(bench)}; "
         f"{rounds} round(s)")
-    done = False
     try:
-        rc = ab.run(req)
-        done = True
+        return ab.run(req)
     finally:
-        # Also after Ctrl-C or a failed run: the report of what finished.
-        try:
-            report(record, tables=not done)
-        except (LabError, OSError, KeyError) as e:
-            say(f"hw: no report ({e}); './schedlab hw --report' tries again")
-    return rc
+        # Also after Ctrl-C or a failed run, once the runs had started: the
+        # report of what finished ('ab' made the tables when all did).
+        if started:
+            try:
+                report(record, tables=False)
+            except Exception as e:      # noqa: BLE001 - never hide why the run ended
+                say(f"hw: no report ({type(e).__name__}: {e}); "
+                    "'./schedlab hw --report' tries again")

@@ -60,9 +60,11 @@ def _text(path: Path) -> str:
 
 def runs_done(folder: Path) -> int:
     """The runs an arm finished: its rounds' run-*.json (boot-K/ per round,
-    pooled into the arm's folder after the last), else its own."""
-    rounds = list(folder.glob("boot-*/run-*.json"))
-    return len(rounds) if rounds else len(list(folder.glob("run-*.json")))
+    pooled into the arm's folder after the last), else its own, counting
+    only complete ones (an interrupted round writes its unfinished runs
+    too, marked incomplete)."""
+    files = list(folder.glob("boot-*/run-*.json")) or list(folder.glob("run-*.json"))
+    return sum(1 for f in files if load_json(f).get("complete"))
 
 
 def machine_section(machine: dict) -> List[str]:
@@ -129,11 +131,9 @@ def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
     out: List[str] = []
     every = pairs(arms)
     for a_name, b_name, title in every:
-        tag = f"-{a_name}-vs-{b_name}"
+        # 'ab' compares the same pairs; with one pair it keeps plain names.
+        tag = "" if len(every) == 1 else f"-{a_name}-vs-{b_name}"
         head = results / f"headline{tag}.md"
-        if not head.exists() and len(every) == 1:
-            tag = ""
-            head = results / "headline.md"
         out += ["", f"### {title}", ""]
         text = _text(head)
         if not text:
@@ -169,7 +169,8 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
               "change inside it is one these runs cannot tell from noise."]
     eq = _text(results / "equivalence.md")
     lines += ["", "### The A/A margins and each arm's verdict", "",
-              eq or "No A/A margin: the repeated arm has not finished a run."]
+              eq or "No A/A margin in this report: it comes from the reference's repeat "
+              "(series-again) in a run of three arms or more, once its runs finished."]
     lines += pair_sections(results, arms)
     gaps = [f"- the arm {m} (this kernel lacks what it switches)" for m in missing]
     gaps += [f"- the benchmark {b}" for b in left_out]
@@ -177,7 +178,8 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
              if a.done < a.planned]
     if gaps:
         lines += ["", "## Not in this report", "", *gaps,
-                  "", "The same command run again resumes the runs that did not finish."]
+                  "", "The same command run again (without --fresh) resumes the runs that "
+                  "did not finish."]
     path = results / REPORT
     path.write_text("\n".join(lines) + "\n")
     return path

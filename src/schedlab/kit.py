@@ -17,7 +17,7 @@ from typing import List, Optional
 from . import topics
 from .series import ensure_variant, kit_dir, read_series
 from .source import Tree
-from .util import git
+from .util import LabError, git
 
 TOPIC = "swb"
 FUNCTION = "should_we_balance"
@@ -38,7 +38,10 @@ def function_text(src: str, name: str) -> Optional[str]:
 def state_commits(tree: Tree, tip: str) -> List[str]:
     """The commit of each state: the one before the topic's first patch,
     then the commit of each of its patches (in base..tip of the series)."""
-    topic = next(t for t in topics.read_topics() if t.name == TOPIC)
+    topic = next((t for t in topics.read_topics() if t.name == TOPIC), None)
+    if topic is None:
+        raise LabError(f"patches/topics names no topic {TOPIC!r}: the kit's states are its "
+                       "patches")
     commits = git(tree.path, "rev-list", "--reverse", f"{tree.base}..{tip}").split()
     before = commits[topic.first - 2] if topic.first > 1 else tree.base
     return [before] + commits[topic.first - 1:topic.last]
@@ -70,8 +73,12 @@ def check(tree: Tree) -> Optional[List[str]]:
     when there is no kit (patches/kit/ lists no patch)."""
     if not read_series(kit_dir()):
         return None
-    tip = ensure_variant(tree, "patched")
-    kit = ensure_variant(tree, "patched", kit=True)
+    try:
+        tip = ensure_variant(tree, "patched")
+        kit = ensure_variant(tree, "patched", kit=True)
+        commits = state_commits(tree, tip)
+    except LabError as e:
+        return [f"the kit's patch cannot be checked: {e}"]
     originals = [function_text(git(tree.path, "show", f"{c}:{FAIR}"), FUNCTION)
-                 for c in state_commits(tree, tip)]
+                 for c in commits]
     return compare(git(tree.path, "show", f"{kit}:{FAIR}"), originals)

@@ -257,8 +257,7 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
               f"{f}()" for f in LATENCY_MORE) + ", one tool per function beside the latency "
           "probe's (bcc or libbpf-tools only: bpftrace's fallback has none); with latency",
           LATENCY_MORE, (),
-          tuple(MetricSpec(f"{f} mean time (funclatency)", "ns", expected=True)
-                for f in LATENCY_MORE),
+          tuple(MetricSpec(f"{f} mean time (funclatency)", "ns") for f in LATENCY_MORE),
           pp.latency_more),
     Probe("profile", "perf samples of every CPU on a cpu-clock timer, kernel call chains, no "
                      "probe attached: each function's share of the busy samples in per mille "

@@ -136,28 +136,32 @@ def run(req: RehearsalRequest) -> Outcome:
         raise LabError(f"rehearsal: arms {', '.join(req.arms)}: two or more of "
                        + ", ".join(a.name for a in hw.ARMS))
     topo = topomod.parse_topology(req.topology)
+    if topo.threads < 2:
+        raise LabError(f"rehearsal: {req.topology} has no SMT; the kit refuses such a "
+                       "machine (use smt4 or smt8)")
     build = built(req.tree.resolve(), BuildSpec("patched", "icount", kit=True))
     out = folder()
     out.mkdir(parents=True, exist_ok=True)
     guest_work = out / "guest"
-    res = vm.boot(build.image, topo,
-                  guest_script(req, build.build_dir / ".config", guest_work),
-                  memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,), icount=True,
-                  log=out / "vm.log")
+    try:
+        res = vm.boot(build.image, topo,
+                      guest_script(req, build.build_dir / ".config", guest_work),
+                      memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,), icount=True,
+                      log=out / "vm.log")
+    except LabError as e:       # a timeout or a boot that failed: the log says more
+        say(f"  rehearsal: {e}")
+        return Outcome(False, "", [f"the guest: {e} (console: {out / 'vm.log'})"])
     (out / "console.txt").write_text(res.output)
     marks = parse_marks(res.output)
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
     report = ""
-    if res.timed_out:
-        problems = [f"the guest timed out after {req.timeout:g} s"]
-    else:
-        with _work(guest_work):
-            try:
-                hw.report_again(plots=True)
-                report = (guest_work / "results" / "hw" / hwreport.REPORT).read_text()
-            except (LabError, OSError) as e:
-                say(f"  rehearsal: no report ({e})")
-        problems = check(marks, report, req)
+    with _work(guest_work):
+        try:
+            hw.report_again(plots=True)
+            report = (guest_work / "results" / "hw" / hwreport.REPORT).read_text()
+        except (LabError, OSError) as e:
+            say(f"  rehearsal: no report ({e})")
+    problems = check(marks, report, req)
     for p in problems:
         say(f"  rehearsal: {p}")
     return Outcome(not problems, report, problems, res.seconds)

@@ -368,7 +368,7 @@ while read -r name i <&3; do
 	if [ ${#LATC[@]} -gt 0 ]; then
 		stop "$LATP" "$LAT funclatency" "$d/problems.txt"
 	fi
-	for p in "${MOREP[@]}"; do
+	for p in ${MOREP[@]+"${MOREP[@]}"}; do
 		stop "$p" "$LAT funclatency" "$d/problems.txt"
 	done
 done 3< "$PLAN/runs.txt"
