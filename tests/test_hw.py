@@ -254,6 +254,8 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     text = (results / "report.md").read_text()
     assert "test box" in text and "./schedlab hw --rounds 2" in text
     assert "series: 2 run(s) not finished" in text
+    assert "| series | the series, every experimental feature off: the reference | " \
+        "`echo 4 > /sys/kernel/debug/sched/swb_state` |" in text
     # An earlier run's tables are gone, not shown as this run's.
     assert not stale.exists() and not (results / "headline-series-vs-lbstats.md").exists()
     assert "old" not in text and text.count("Not compared yet") == 1

@@ -430,11 +430,14 @@ def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
 RUN_RECORD = "run.json"
 
 
-def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str]):
+def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str],
+                swb: bool = False):
+    """The arms as the report shows them: the writes they made (with SWB the
+    series' state too), their runs finished of those planned."""
     from . import hwreport
     from . import results as resmod
     planned = rounds * runs * len(bench)
-    return [hwreport.ArmState(a.name, a.what, a.knobs,
+    return [hwreport.ArmState(a.name, a.what, arm_knobs(a, swb),
                               hwreport.runs_done(resmod.results_dir(f"{PREFIX}-{a.name}")),
                               planned, a.before) for a in arms]
 
@@ -458,7 +461,8 @@ def report(record: dict, tables: bool = True) -> Path:
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     machine = record.get("machine") or hwreport.load_json(work_dir() / "hw" / "machine.json")
     path = hwreport.write(resmod.results_dir(PREFIX), machine,
-                          _arm_states(arms, record["rounds"], record["runs"], bench),
+                          _arm_states(arms, record["rounds"], record["runs"], bench,
+                                      record.get("swb", False)),
                           record["argv"], record.get("missing", ()),
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
