@@ -1,5 +1,6 @@
 """The hardware kit's rehearsal: what the guest runs, and what is checked."""
 
+import json
 from pathlib import Path
 
 from schedlab import rehearsal
@@ -45,3 +46,29 @@ def test_each_failure_is_named():
     assert "no report" in rehearsal.check(marks, "", REQ)
     bare = _report().replace("| stress-100 |", "| other |")
     assert any("benchmark stress-100" in p for p in rehearsal.check(marks, bare, REQ))
+
+
+def _run(folder: Path, arm: str, value: float) -> None:
+    d = folder / f"hw-{arm}"
+    d.mkdir(parents=True)
+    metric = {rehearsal.SWITCH_METRIC: {"value": value}}
+    (d / "run-stress-100-0.json").write_text(json.dumps({"metrics": metric}))
+
+
+def test_the_switch_must_take_effect(tmp_path):
+    _run(tmp_path, "swb-v7.3", 2.805)
+    _run(tmp_path, "series", 0.475)
+    values = rehearsal.switch_values(tmp_path, "stress-100")
+    assert values == {"swb-v7.3": 2.805, "series": 0.475}
+    assert rehearsal.check_switch(values, REQ) == []
+    same = {"swb-v7.3": 0.475, "series": 0.475}
+    assert "did not take effect" in rehearsal.check_switch(same, REQ)[0]
+    assert "unseen" in rehearsal.check_switch({"series": 0.4}, REQ)[0]
+    # A rehearsal without v7.3's state has nothing to compare.
+    assert rehearsal.check_switch({}, rehearsal.RehearsalRequest(arms=("series", "lbstats"))) == []
+
+
+def test_the_stage_runs_every_arm_of_the_kit():
+    from schedlab import hw
+    assert rehearsal.every_arm() == tuple(a.name for a in hw.ARMS)
+    assert set(rehearsal.SWITCH_PAIR) <= set(rehearsal.every_arm())

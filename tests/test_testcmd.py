@@ -49,6 +49,14 @@ def fake_lab(monkeypatch, tmp_path):
                          (testcmd.kselftest, "run_selftest"), (testcmd.soakmod, "run_for"),
                          (testcmd.peermod, "run_peer_tests")):
         monkeypatch.setattr(module, name, ok(name, getattr(module, name)))
+    from schedlab import rehearsal
+    real_rehearsal = rehearsal.run
+
+    def fake_rehearsal(req):
+        inspect.signature(real_rehearsal).bind(req)
+        calls.append("rehearsal")
+        return rehearsal.Outcome(True)
+    monkeypatch.setattr(rehearsal, "run", fake_rehearsal)
     real_matrix = testcmd.matrix.run
 
     def fake_matrix(*a, **k):
@@ -107,6 +115,7 @@ def test_full_tier_with_failing_ppc64le_build(fake_lab, capsys, tmp_path):
     assert closing(out) == (f"test --full: {n - 1 - len(ppc_dependents)} passed, 1 failed, "
                             f"{len(ppc_dependents)} skipped")
     assert "run_for" in fake_lab and "run_peer_tests" in fake_lab      # the rest ran
+    assert "rehearsal" in fake_lab
     rec = json.loads(next((tmp_path / "results" / "test-full").glob("*.json")).read_text())
     assert rec["passed"] is False and rec["closing_line"] == closing(out)
     assert rec["patches_sha256"] == testcmd.patches_hash(tmp_path / "patches")

@@ -12,7 +12,9 @@ report with the plots from what the guest left, and checks it:
   in the report;
 - each should_we_balance() state took: the guest read swb_state back
   after the kit's runs (the kit puts every knob back: 4, the series');
-- nothing the kit started is left running in the guest after it.
+- nothing the kit started is left running in the guest after it;
+- the switch took effect: swb_state 0 (v7.3's scan) probes more CPUs per
+  should_we_balance() call than the series under load on every CPU.
 
 What it proves is the path, not a number: one 3 s run per arm under TCG
 measures nothing about the patches.
@@ -36,6 +38,11 @@ from .util import LabError, repo_dir, say, work_dir
 
 ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
 BENCH = ("stress-100",)
+# The switch took effect: under load on every CPU, v7.3's should_we_balance()
+# (swb_state 0) probes more CPUs per call than the series' (the KUnit tables
+# of every fixture; 2.805 against 0.475 in the first rehearsal).
+SWITCH_METRIC = "idle_cpu probes per should_we_balance call"
+SWITCH_PAIR = ("swb-v7.3", "series")
 # Left running after the kit, in the guest: any is a failure (full command
 # lines; "[b]pftrace" matches bpftrace but not the shell that holds it).
 LEFTOVERS = ("[b]pftrace", "[f]unclatency", "[s]tress-ng", "[h]ackbench", "[t]bench",
@@ -62,6 +69,12 @@ class Outcome:
     seconds: float = 0.0
 
 
+def every_arm() -> Tuple[str, ...]:
+    """The test stage's arms: all of the kit's."""
+    from . import hw
+    return tuple(a.name for a in hw.ARMS)
+
+
 def folder() -> Path:
     return work_dir() / "hw-rehearsal"
 
@@ -86,6 +99,33 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
 
 def parse_marks(output: str) -> Dict[str, str]:
     return {m.group(1): m.group(2) for m in re.finditer(rf"{MARK} (\S+?)=(\S*)", output)}
+
+
+def switch_values(results: Path, bench: str) -> Dict[str, float]:
+    """SWITCH_METRIC per arm of SWITCH_PAIR, from the runs the guest left in
+    RESULTS (hw-ARM/run-BENCH-*.json; the mean over the runs found)."""
+    out = {}
+    for arm in SWITCH_PAIR:
+        vals = []
+        for f in sorted((results / f"hw-{arm}").glob(f"run-{bench}-*.json")):
+            m = json.loads(f.read_text()).get("metrics", {}).get(SWITCH_METRIC)
+            if m is not None:
+                vals.append(float(m["value"]))
+        if vals:
+            out[arm] = sum(vals) / len(vals)
+    return out
+
+
+def check_switch(values: Dict[str, float], req: RehearsalRequest) -> List[str]:
+    if not set(SWITCH_PAIR) <= set(req.arms):
+        return []
+    old, new = SWITCH_PAIR
+    if old not in values or new not in values:
+        return [f"no '{SWITCH_METRIC}' for {old} or {new}: the switch's effect is unseen"]
+    if values[old] <= values[new]:
+        return [f"{old} probed {values[old]:.3f} CPUs per call, not more than {new}'s "
+                f"{values[new]:.3f}: swb_state 0 did not take effect"]
+    return []
 
 
 def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str]:
@@ -162,6 +202,11 @@ def run(req: RehearsalRequest) -> Outcome:
         except (LabError, OSError) as e:
             say(f"  rehearsal: no report ({e})")
     problems = check(marks, report, req)
+    switch = switch_values(guest_work / "results", req.bench[0])
+    if switch:
+        say("  rehearsal: " + SWITCH_METRIC + ": " +
+            ", ".join(f"{a} {v:.3f}" for a, v in switch.items()))
+    problems += check_switch(switch, req)
     for p in problems:
         say(f"  rehearsal: {p}")
     return Outcome(not problems, report, problems, res.seconds)

@@ -38,8 +38,12 @@ DEFAULT_TOPOLOGIES = DEFAULT.test_topologies
 # (their KUnit boots cover the others); 'test --arch A' boots every one.
 # The build whose KUnit probe counts are v7.3's: the KUnit series alone.
 REFERENCE_VARIANT = "topic-kunit"
-# The full tier's short soak (the floors scale with its length).
+# The full tier's short soak (the floors scale with its length), on the
+# kit's debug kernel: the whole series, and the should_we_balance() states
+# soak.sh flips with the rest.
 SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
+# The hardware kit's rehearsal in the full tier: every arm, in a guest.
+REHEARSAL_TOPOLOGY = "smt8"
 
 Builder = Callable[[Any, BuildSpec], BuildResult]
 
@@ -150,7 +154,14 @@ def _integration(check: Callable[..., bool]) -> Callable[[Dict[str, Any]], bool]
 
 def _soak(ctx: Dict[str, Any]) -> bool:
     return soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", ctx["request"].tree,
-                           no_build=True)
+                           no_build=True, kit=True)
+
+
+def _rehearsal(ctx: Dict[str, Any]) -> bool:
+    from . import rehearsal
+    return rehearsal.run(rehearsal.RehearsalRequest(
+        REHEARSAL_TOPOLOGY, rehearsal.every_arm(), rehearsal.BENCH,
+        tree=ctx["request"].tree)).ok
 
 
 def _peer_tests(ctx: Dict[str, Any]) -> bool:
@@ -220,12 +231,19 @@ def stages_for(req: TestRequest) -> List[Stage]:
                 Stage(f"KUnit on {t} with v7.3's probe counts (the probe targets)",
                       _kunit("lab", DEFAULT.arch, t, online, reference="reference"),
                       (lab, ref), "full")]
-        debug = "build patched/debug"
+        debug, kit_debug = "build patched/debug", "build patched+measure+kit/debug"
+        kit_icount = "build patched+measure+kit/icount"
         out += [Stage(debug, _build("debug", BuildSpec("patched", "debug")), ("fetch",), "full"),
-                Stage(f"soak ({SOAK_TOPOLOGY}, patched, {SOAK_MINUTES:g} min)", _soak,
-                      (debug,), "full"),
+                Stage(kit_debug, _build("kit-debug", BuildSpec("patched", "debug", kit=True)),
+                      ("fetch",), "full"),
+                Stage(f"soak ({SOAK_TOPOLOGY}, patched with the kit's switches, "
+                      f"{SOAK_MINUTES:g} min)", _soak, (kit_debug,), "full"),
                 Stage("peer tests (patched, against the kept base results)", _peer_tests,
-                      (debug,), "full")]
+                      (debug,), "full"),
+                Stage(kit_icount, _build("kit-icount", BuildSpec("patched", "icount", kit=True)),
+                      ("fetch",), "full"),
+                Stage(f"hardware kit rehearsal ({REHEARSAL_TOPOLOGY}, every arm, "
+                      "single-thread TCG)", _rehearsal, (kit_icount,), "full")]
         for other in targets.TARGETS.values():
             if other is not DEFAULT:
                 out += _target_stages(other, other.test_topologies[:1], "full", kunit_py=False)
