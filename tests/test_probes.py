@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from schedlab import compare, parsers, plots
+from schedlab import probe_parsers as pp
 from schedlab import probes as probemod
 from schedlab import workloads as workmod
 from schedlab.util import LabError
@@ -111,7 +112,8 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r for w in workmod.all_results() for r in w.results] + [
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
-    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile", "ni", "insns")
+    cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile", "ni", "insns",
+                              "cycles")
              for m in probemod.PROBES[p].metrics}
     cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [
@@ -262,3 +264,37 @@ def test_each_funclatency_function_gets_its_histogram_plot():
     data = plots.plot_data(runs, runs, [], "a", "b")
     assert [x["function"] for x in data["histograms"]] == ["should_we_balance",
                                                            "sched_balance_newidle"]
+
+
+PERF_STAT = """# started on Sat Nov 28 23:00:00 2026
+
+4000000000,,cycles,2000123456,100.00,,
+6000000000,,instructions,2000123456,100.00,1.50,insn per cycle
+"""
+
+
+def test_cycles_from_perf_stat():
+    p = pp.Parsed({}, 2.0, "", perf_stat=PERF_STAT)
+    pp.cycles(p)
+    assert p.problems == []
+    assert p.metrics["cycles (perf stat)"].value == 4e9
+    assert p.metrics["cycles per s (perf stat)"].value == 2e9
+    assert p.metrics["instructions per cycle (perf stat)"].value == 1.5
+    assert p.metrics["instructions per cycle (perf stat)"].higher_is_better
+
+
+def test_cycles_not_counted_is_a_problem_of_the_run():
+    text = "<not counted>,,cycles,0,0.00,,\n<not supported>,,instructions,0,100.00,,\n"
+    assert pp.perf_stat_counts(text) == {"cycles": None, "instructions": None}
+    p = pp.Parsed({}, 2.0, "", perf_stat=text)
+    pp.cycles(p)
+    assert not p.metrics and "counted no cycles" in p.problems[0]
+    p = pp.Parsed({}, 2.0, "")
+    pp.cycles(p)
+    assert "no perf-stat.txt" in p.problems[0]
+
+
+def test_cycles_stay_out_of_the_vm_integration_and_in_the_kit():
+    from schedlab import hw, pipeline
+    assert "cycles" not in pipeline.INTEGRATION.probes
+    assert "cycles" in hw.PROBES.split(",")

@@ -56,6 +56,9 @@ class Arm:
 
 
 DEFAULT_ARMS = (Arm("base", "base"), Arm("patched", "patched"))
+# The whole series with the hardware kit's switches (patches/kit/): one
+# build whose arms differ by their writes, e.g. kit=kit:swb_state=0.
+KIT_VARIANT = "kit"
 _ARM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
@@ -63,7 +66,8 @@ def parse_arms(items: Optional[List[str]], topic: Optional[str] = None,
                per_patch: bool = False) -> List[Arm]:
     """--arm NAME=VARIANT[:KNOB=VALUE...], in the order given (the first is the
     reference every other arm is compared with).  VARIANT: base, patched,
-    topic-NAME or topic-NAME@K (topics.variant_names()).  topic, without arms:
+    topic-NAME or topic-NAME@K (topics.variant_names()), or kit (KIT_VARIANT).
+    topic, without arms:
     base against the base plus the KUnit series and that topic; with
     per_patch, also an arm per patch of the topic (NAME.K, its first K)."""
     if items and topic:
@@ -78,7 +82,7 @@ def parse_arms(items: Optional[List[str]], topic: Optional[str] = None,
             for k, v in enumerate(chain, 1)]
     if not items:
         return list(DEFAULT_ARMS)
-    known = topicmod.variant_names()
+    known = topicmod.variant_names() + [KIT_VARIANT]
     arms: List[Arm] = []
     for item in items:
         name, eq, rest = item.partition("=")
@@ -192,9 +196,11 @@ def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
         say(f"  base: {tree.description}")
     built_by = {}
     for variant in dict.fromkeys(a.variant for a in req.arms):
-        spec = probe_build(variant, arch=req.arch, accel=req.plan.accel,
-                           profile="profile" in req.plan.probes)
-        with st.stage(f"build {variant} ({spec.config} config + measurement series)"):
+        kit = variant == KIT_VARIANT
+        spec = probe_build("patched" if kit else variant, arch=req.arch, accel=req.plan.accel,
+                           profile="profile" in req.plan.probes).with_(kit=kit)
+        with st.stage(f"build {variant} ({spec.config} config + measurement series"
+                      + (" + the kit's switches)" if kit else ")")):
             built_by[variant] = built(tree, spec)
     return tree, built_by
 

@@ -63,6 +63,9 @@ def cmd_hw(args: argparse.Namespace) -> int:
             args.topology, tuple(args.arm or rehearsal.ARMS),
             tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args))
         return 0 if rehearsal.run(req).ok else 1
+    if args.switch_proof:
+        from . import kitproof
+        return kitproof.run(tree_spec(args), args.fresh)
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds))
@@ -80,7 +83,9 @@ def add_hw(sub: Sub) -> None:
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
 ./schedlab hw                              # the runs, then work/results/hw/report.md
 ./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
-./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked""")
+./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked
+./schedlab hw --switch-proof               # on the lab host: each swb_state under icount against
+                                           # the kernel built at its patch""")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true",
                       help="only the checks and the machine's record")
@@ -94,6 +99,12 @@ def add_hw(sub: Sub) -> None:
                       help="on the lab's host, not the SMT machine: the kit inside a guest "
                            "booted with the kit's kernel (icount build, single-thread TCG), "
                            "3 s runs; checks the report (work/hw-rehearsal/)")
+    what.add_argument("--switch-proof", action="store_true",
+                      help="on the lab's host: should_we_balance()'s instructions per call "
+                           "in each swb_state of the kit's kernel against the kernel built "
+                           "at its patch, under icount on smt8 (an 'ab' run of ten arms, "
+                           "two boots each; resumable); prints the proof "
+                           "(work/results/kit-icount-smt8/switch-proof.md)")
     add_topology(p, "smt8")
     add_tree_opts(p)
     p.add_argument("--rounds", type=positive_int, default=5,

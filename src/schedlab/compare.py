@@ -67,6 +67,8 @@ def _meanings() -> Tuple[Meaning, ...]:
                 names_rx([], ["runqueue reads per busy balance"])),
         Meaning("instructions per call, median, by level (icount)", "instructions per call",
                 r"^\S+ instructions per call, median( \(.+\))?$"),
+        Meaning("cycles of every CPU in the run (perf stat; hardware only)", "cycles",
+                names_rx(["cycles (perf stat)"])),
         Meaning("CPU busy", "CPU busy", names_rx([m.name for m in probemod.SYSTEM_METRICS])),
     )
 

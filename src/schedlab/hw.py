@@ -123,14 +123,19 @@ ARMS = (
 )
 
 # The probes of every run (funclatency of should_we_balance(),
-# sched_balance_rq() and sched_balance_newidle() with them), and the prefix
+# sched_balance_rq() and sched_balance_newidle() with them; perf stat's
+# cycles where the machine counts them), and the prefix
 # of the kit's result folders (work/results/hw-ARM/).
-PROBES = "swb,lb,latency,latency-lb"
+PROBES = "swb,lb,latency,latency-lb,cycles"
 PREFIX = "hw"
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
 # busy levels first; schbench joins when it is on PATH.
-BENCHMARKS = ("stress-100", "stress-90", "stress-50", "hackbench-process", "hackbench-pipe",
+BENCHMARKS = ("stress-100", "stress-90", "stress-50",
+              # hackbench's four modes at 1 group per 4 CPUs, then one group
+              # and 2 per CPU
+              "hackbench-process", "hackbench-thread", "hackbench-process-pipe",
+              "hackbench-pipe", "hackbench-one-group", "hackbench-overload",
               "perf-messaging", "perf-pipe", "tbench")
 
 

@@ -31,6 +31,7 @@ class Parsed:
     schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
     profile_out: str = ""                 # profile.txt (profile.py)
     insns_out: str = ""                   # insns.txt (insncount.py)
+    perf_stat: str = ""                   # perf-stat.txt (perf stat -x, of the window)
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
@@ -346,3 +347,42 @@ def profile(p: Parsed) -> None:
                                                    "count", False)
         p.metrics[f"{f} own share (profile)"] = Metric(1000.0 * c.own[f] / busy, "permille",
                                                        "count", False)
+
+
+# The events of the cycles probe (guest/run-plan.sh), in perf stat's CSV:
+# value,unit,event,run time,enabled %,metric,metric unit.
+PERF_STAT_EVENTS = ("cycles", "instructions")
+
+
+def perf_stat_counts(text: str) -> Dict[str, Optional[float]]:
+    """Each event's count in perf stat -x, output; None where perf says
+    '<not supported>' or '<not counted>'."""
+    out: Dict[str, Optional[float]] = {}
+    for line in text.splitlines():
+        f = line.strip().split(",")
+        if len(f) < 3 or f[2] not in PERF_STAT_EVENTS:
+            continue
+        try:
+            out[f[2]] = float(f[0])
+        except ValueError:
+            out[f[2]] = None
+    return out
+
+
+def cycles(p: Parsed) -> None:
+    """The cycles probe: every CPU's cycles and instructions in the run's
+    window (a fixed amount of work costs fewer cycles; a timed one shows the
+    rate), and their ratio."""
+    counts = perf_stat_counts(p.perf_stat)
+    cyc, ins = counts.get("cycles"), counts.get("instructions")
+    if cyc is None:
+        p.problems.append("cycles: perf stat counted no cycles in this run: "
+                          + (p.perf_stat.strip().splitlines() or ["no perf-stat.txt"])[-1][:160])
+        return
+    p.metrics["cycles (perf stat)"] = Metric(cyc, "cycles", "count", False)
+    if p.seconds > 0:
+        p.metrics["cycles per s (perf stat)"] = Metric(cyc / p.seconds, "cycles/s", "count",
+                                                       False)
+    if ins is not None and cyc > 0:
+        p.metrics["instructions per cycle (perf stat)"] = Metric(ins / cyc, "insns/cycle",
+                                                                 "rate", True)

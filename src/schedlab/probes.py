@@ -270,6 +270,13 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            *(MetricSpec(f"{f} own share (profile)", "permille", expected=True)
              for f in profmod.FUNCTIONS)),
           pp.profile),
+    Probe("cycles", "perf stat of every CPU over the run's window: cycles, instructions, "
+                    "their ratio (needs a PMU: where perf stat cannot count cycles, as in "
+                    "the lab's TCG guests, the probe is dropped with a note)", (), (),
+          (MetricSpec("cycles (perf stat)", "cycles", headline=True, expected=True),
+           MetricSpec("cycles per s (perf stat)", "cycles/s"),
+           MetricSpec("instructions per cycle (perf stat)", "insns/cycle")),
+          pp.cycles),
     Probe("insns", "instructions per execution of parts of the group statistics (a domain's, "
                    "a group's, one per-CPU read, the cache's lookup and write), counted by a "
                    "qemu TCG plugin over the whole boot, no probe attached (insncount.py); "

@@ -224,7 +224,8 @@ def parse_run(d: Path, w: workmod.Workload,
                              core_of=core_of or {},
                              schedstat=_read(d, "schedstat-before.txt"),
                              profile_out=_read(d, "profile.txt"),
-                             insns_out=_read(d, "insns.txt"))
+                             insns_out=_read(d, "insns.txt"),
+                             perf_stat=_read(d, "perf-stat.txt"))
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems

@@ -90,6 +90,19 @@ _add(Workload("ni-hackbench", _script("ni-hackbench.sh"), parsers.ni_hackbench,
 _add(Workload("hackbench-pipe", f"{_G}; hackbench -p -T -g $G -l 50", parsers.hackbench,
               ("hackbench",), "rt-tests hackbench, threads over pipes, 1 group per 4 CPUs",
               timed=False, results=("hackbench time",)))
+# The other two of hackbench's four modes at the same group count, and one
+# group alone (40 tasks: most CPUs of a large machine stay idle, so wakeups
+# find idle CPUs and CPUs go newly idle): with hackbench-overload, three
+# group counts.
+_add(Workload("hackbench-thread", f"{_G}; hackbench -T -g $G -l 50", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, threads over sockets, 1 group per 4 CPUs",
+              timed=False, results=("hackbench time",)))
+_add(Workload("hackbench-process-pipe", f"{_G}; hackbench -p -g $G -l 50", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, processes over pipes, 1 group per 4 CPUs",
+              timed=False, results=("hackbench time",)))
+_add(Workload("hackbench-one-group", "hackbench -g 1 -l 200", parsers.hackbench,
+              ("hackbench",), "rt-tests hackbench, processes over sockets, one group (40 "
+              "tasks) whatever the CPU count", timed=False, results=("hackbench time",)))
 _add(Workload("perf-messaging", f"{_G}; perf bench sched messaging -g $G -l 50",
               parsers.perf_bench_sched, ("perf",),
               "perf bench sched messaging (the in-tree hackbench), 1 group per 4 CPUs",
