@@ -128,6 +128,11 @@ def cost_probe(name: str, func: str, prefix: str, sd: Optional[Tuple[str, str]],
 COST_PROBES = (
     cost_probe("swb-cost", "should_we_balance", "swbc",
                ("args->env->sd", "((struct lb_env *)arg0)->sd"), 6000),
+    # The same by the balance's idle type: the kit's switch proof compares
+    # each path (kitproof.py), not only the most frequent one.
+    cost_probe("swb-cost-idle", "should_we_balance", "swbi",
+               ("args->env->sd", "((struct lb_env *)arg0)->sd"), 6000,
+               idle=("args->env->idle", "((struct lb_env *)arg0)->idle")),
     cost_probe("lb-cost", "sched_balance_rq", "lbc",
                ("args->sd", "((struct sched_domain *)arg2)"), 100000, step=25, nargs=5),
     # The same by the balance's idle type (busy, idle, newly idle): what a
