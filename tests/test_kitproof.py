@@ -154,3 +154,14 @@ def test_missing_runs_and_code_fail(results, monkeypatch):
     assert "FAIL: v7.3: no should_we_balance_sN in the kit's vmlinux" in text
     text, ok = kitproof.report(VMLINUX, "another-prefix")
     assert not ok and "no should_we_balance() instructions per call" in text
+
+
+def test_the_code_half_alone_needs_no_runs(results, monkeypatch):
+    monkeypatch.setattr(kitproof, "disassembly", _disassembly(_codes()))
+    text, ok = kitproof.report(VMLINUX, "no-runs-here", code_only=True)
+    assert ok, text
+    assert "instruction for instruction (the icount half" in text
+    assert "## Instructions per call" not in text
+    monkeypatch.setattr(kitproof, "disassembly", _disassembly(_codes(odd="prune")))
+    text, ok = kitproof.report(VMLINUX, "no-runs-here", code_only=True)
+    assert not ok and "FAIL: prune: the code differs" in text

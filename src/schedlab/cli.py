@@ -55,6 +55,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
+    if args.code_only and not args.switch_proof:
+        raise LabError("hw --code-only goes with --switch-proof")
     bench = args.bench.split(",") if args.bench else None
     if args.rehearse:
         from . import rehearsal
@@ -65,7 +67,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
         from . import kitproof
-        return kitproof.run(tree_spec(args), args.fresh)
+        return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds))
@@ -123,6 +125,8 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--no-plots", action="store_true",
                    help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
                         "makes the plots on the host with --report)")
+    p.add_argument("--code-only", action="store_true",
+                   help="with --switch-proof: the builds and the code comparison, no boot")
 
 
 def cmd_presets(args: argparse.Namespace) -> int:

@@ -36,7 +36,7 @@ from . import build as buildmod
 from . import plan as planmod
 from . import results as resmod
 from . import topics as topicmod
-from .spec import TreeSpec, probe_build
+from .spec import TreeSpec, built, probe_build
 from .util import LabError, say
 from .util import run as run_command
 
@@ -296,7 +296,8 @@ def code_checks(vmlinux: Dict[str, Path]) -> List[CodeCheck]:
     return out
 
 
-def report(vmlinux: Dict[str, Path], prefix: str = PREFIX) -> Tuple[str, bool]:
+def code_report(vmlinux: Dict[str, Path]) -> Tuple[List[str], Optional[int], List[str]]:
+    """The code half: its text, the instructions the switch adds, problems."""
     constant, how = wrapper_constant(vmlinux["kit"])
     problems = [] if constant is not None else [how]
     checks = code_checks(vmlinux)
@@ -307,10 +308,6 @@ def report(vmlinux: Dict[str, Path], prefix: str = PREFIX) -> Tuple[str, bool]:
         for a, b in c.other[:5]:
             problems.append(f"{c.state}: the code differs: {a or '(nothing)'} | "
                             f"{b or '(nothing)'}")
-    found, arms_found = gather(prefix)
-    if not found:
-        problems.append("no should_we_balance() instructions per call in the results")
-    problems += check_counts(found, arms_found, constant or 0)
     text = [
         "## The code: each state's copy against should_we_balance() built at its patch", "",
         "objdump of both vmlinux files, normalised (branches within the function by the "
@@ -321,8 +318,24 @@ def report(vmlinux: Dict[str, Path], prefix: str = PREFIX) -> Tuple[str, bool]:
         if c.layout:
             text.append(f"- {c.state}: differing by a number only: " + "; ".join(
                 f"`{a}` / `{b}`" for a, b in c.layout))
-    text += ["", f"The switch adds {constant} instructions to every call: {how}.", "",
-             "## Instructions per call under icount", "",
+    text += ["", f"The switch adds {constant} instructions to every call: {how}.", ""]
+    return text, constant, problems
+
+
+def report(vmlinux: Dict[str, Path], prefix: str = PREFIX,
+           code_only: bool = False) -> Tuple[str, bool]:
+    text, constant, problems = code_report(vmlinux)
+    if code_only:
+        if not problems:
+            text.append("Every state's copy is the code built at its patch, instruction for "
+                        "instruction (the icount half: `./schedlab hw --switch-proof`).")
+        text += [f"FAIL: {p}" for p in problems]
+        return "\n".join(text) + "\n", not problems
+    found, arms_found = gather(prefix)
+    if not found:
+        problems.append("no should_we_balance() instructions per call in the results")
+    problems += check_counts(found, arms_found, constant or 0)
+    text += ["## Instructions per call under icount", "",
              f"{TOPOLOGY}, {WORKLOADS}, probe {PROBES}; {BOOTS} boots x {RUNS} runs of "
              f"each workload per arm ({expected_runs()} runs); each value the median or mean "
              "of one run; calibrated probe overheads: " + ", ".join(
@@ -349,12 +362,23 @@ def vmlinux_files(tree) -> Dict[str, Path]:
     return out
 
 
-def run(tree_spec: TreeSpec, fresh: bool = False, prefix: str = PREFIX) -> int:
-    rc = abmod.run(request(tree_spec, prefix, fresh))
-    if rc:
-        return rc
-    text, ok = report(vmlinux_files(tree_spec.resolve()), prefix)
-    out = resmod.results_dir(prefix) / "switch-proof.md"
+def run(tree_spec: TreeSpec, fresh: bool = False, prefix: str = PREFIX,
+        code_only: bool = False) -> int:
+    """CODE_ONLY: the builds and the code half, no boot."""
+    if code_only:
+        tree = tree_spec.resolve()
+        for a in arms()[:len(STATE_NAMES) + 1]:
+            kit = a.variant == abmod.KIT_VARIANT
+            built(tree, probe_build("patched" if kit else a.variant, accel=ACCEL)
+                  .with_(kit=kit))
+    else:
+        rc = abmod.run(request(tree_spec, prefix, fresh))
+        if rc:
+            return rc
+    text, ok = report(vmlinux_files(tree_spec.resolve()), prefix, code_only)
+    out = resmod.results_dir(prefix) / ("switch-proof-code.md" if code_only
+                                        else "switch-proof.md")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     say(text + f"(written to {out})")
     return 0 if ok else 1
