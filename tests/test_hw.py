@@ -1,8 +1,9 @@
 """The hardware kit's checks: what it needs of the kernel, the machine, the tools."""
 
+import json
 from pathlib import Path
 
-from schedlab import hw
+from schedlab import hw, hwreport
 
 ARM = {a.name: a for a in hw.ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
@@ -379,3 +380,20 @@ def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
     arms = [ab.Arm("a", "host"), ab.Arm("b", "host")]
     ab.tables(tmp_path, arms, {a.name: tmp_path / a.name for a in arms}, plots=False)
     assert seen == [False]
+
+
+def test_the_report_names_the_measurements_this_machine_could_not_take(tmp_path):
+    no_pmu = "cycles: perf stat counts no cycles here (no PMU?): <not supported>,,cycles,0,100.00,,"
+    for arm in ("series", "swb-v7.3"):
+        d = tmp_path / f"hw-{arm}"
+        d.mkdir()
+        (d / "run-stress-100-0.json").write_text(json.dumps({"probes_missing": [no_pmu]}))
+    (tmp_path / "hw-swb-v7.3" / "run-bad.json").write_text("{")
+    found = hwreport.probes_missing([tmp_path / "hw-series", tmp_path / "hw-swb-v7.3",
+                                     tmp_path / "hw-absent"])
+    assert found == [no_pmu]
+    arms = [hwreport.ArmState("series", "ref", (), 1, 1),
+            hwreport.ArmState("swb-v7.3", "v7.3", (), 1, 1)]
+    text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"],
+                          probes_missing=found).read_text()
+    assert f"## Not in this report\n\n- a measurement: {no_pmu}" in text

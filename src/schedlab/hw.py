@@ -471,7 +471,9 @@ def report(record: dict, tables: bool = True) -> Path:
                           record["argv"], record.get("missing", ()),
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
-                          | {"benchmarks": ", ".join(bench)})
+                          | {"benchmarks": ", ".join(bench)},
+                          hwreport.probes_missing([resmod.results_dir(f"{PREFIX}-{a.name}")
+                                                   for a in arms]))
     say(f"hw: the report: {path}")
     return path
 

@@ -146,7 +146,8 @@ def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
 
 def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence[str],
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
-          settings: Optional[Dict[str, object]] = None) -> Path:
+          settings: Optional[Dict[str, object]] = None,
+          probes_missing: Sequence[str] = ()) -> Path:
     """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
@@ -174,6 +175,7 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     lines += pair_sections(results, arms)
     gaps = [f"- the arm {m} (this kernel lacks what it switches)" for m in missing]
     gaps += [f"- the benchmark {b}" for b in left_out]
+    gaps += [f"- a measurement: {p}" for p in probes_missing]
     gaps += [f"- {a.name}: {a.planned - a.done} run(s) not finished" for a in arms
              if a.done < a.planned]
     if gaps:
@@ -183,3 +185,17 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     path = results / REPORT
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def probes_missing(folders: Sequence[Path]) -> List[str]:
+    """What the runs in FOLDERS could not measure on this machine (each run
+    records its guest's or host's probes-missing lines), in order, once."""
+    out: List[str] = []
+    for folder in folders:
+        for f in sorted(folder.glob("run-*.json")):
+            try:
+                lines = json.loads(f.read_text()).get("probes_missing") or []
+            except (OSError, ValueError):
+                continue
+            out += [ln for ln in lines if ln not in out]
+    return out
