@@ -175,7 +175,7 @@ def command(prefix: str = PREFIX) -> str:
 @dataclass
 class Cell:
     state: str
-    key: str                # the level and idle type ('MC, busy')
+    key: str                # the workload, level and idle type ('stress-50, MC, busy')
     at: List[float]         # the kernel built at the patch: one median per run
     kit: List[float]        # the kit in that state
     at_means: List[float]
@@ -192,7 +192,8 @@ class ArmRuns:
 
 
 def _arm_runs(folder: Path) -> ArmRuns:
-    """Every run of every boot in FOLDER: per key, the median and the mean."""
+    """Every run of every boot in FOLDER: per workload, level and idle type,
+    the median and the mean."""
     out = ArmRuns({}, {}, 0, 0, [])
     boots = sorted(p for p in folder.glob("boot-*") if p.is_dir()) or [folder]
     for b in boots:
@@ -208,12 +209,21 @@ def _arm_runs(folder: Path) -> ArmRuns:
             for name, m in r.metrics.items():
                 for prefix, into in ((MEDIAN, out.medians), (MEAN, out.means)):
                     if name.startswith(prefix) and name.endswith(")"):
-                        into.setdefault(name[len(prefix):-1], []).append(float(m["value"]))
+                        # Per workload: which path is the most frequent
+                        # follows the load.
+                        key = f"{r.workload}, {name[len(prefix):-1]}"
+                        into.setdefault(key, []).append(float(m["value"]))
     return out
 
 
 def expected_runs() -> int:
+    """Complete runs per arm."""
     return BOOTS * RUNS * len(WORKLOADS.split(","))
+
+
+def runs_per_cell() -> int:
+    """Runs per arm of one workload: a cell's values at most."""
+    return BOOTS * RUNS
 
 
 def gather(prefix: str = PREFIX) -> Tuple[List[Cell], Dict[str, ArmRuns]]:
@@ -240,7 +250,7 @@ def check_counts(found: Sequence[Cell], arms_found: Dict[str, ArmRuns],
         if len(a.overheads) != a.runs:
             problems.append(f"{name}: {a.runs - len(a.overheads)} runs without a calibration")
     for c in found:
-        every = expected_runs()
+        every = runs_per_cell()
         if not c.at or not c.kit:
             # A path a run may or may not take is no problem; one every run
             # of one side took and no run of the other is.
@@ -266,7 +276,7 @@ def _rng(vals: Sequence[float], fmt: str = "{:g}") -> str:
 
 
 def counts_table(found: Sequence[Cell], constant: int) -> str:
-    lines = ["| state | level, idle type | built at the patch: median | kit: median "
+    lines = ["| state | workload, level, idle type | built at the patch: median | kit: median "
              f"| kit - {constant} | built at the patch: mean | kit - {constant}: mean |",
              "|---|---|---:|---:|---:|---:|---:|"]
     for x in found:
@@ -345,7 +355,7 @@ def report(vmlinux: Dict[str, Path], prefix: str = PREFIX,
         text.append(f"Every state's copy is the code built at its patch, instruction for "
                     f"instruction; under icount every median of the kit less {constant} lies "
                     "within the medians of the kernel built at the patch, in every state, "
-                    "at every level and idle type.")
+                    "for every workload, level and idle type.")
     text += [f"FAIL: {p}" for p in problems]
     return "\n".join(text) + "\n", not problems
 
