@@ -56,6 +56,10 @@ def test_the_layout_is_taken_out_of_the_code():
     c = kitproof.compare_code(at, kit, "v7.3")
     assert c.ok and c.insns == len(BODY) and c.same == len(BODY) - 1
     assert c.layout == [("mov 0x30(%rdx),%rax", "mov 0x38(%rdx),%rax")]
+    # Another branch target, register or mnemonic is not layout.
+    for a, b in (("jne <L6>", "jne <L7>"), ("mov %r12,%rax", "mov %r13,%rax"),
+                 ("add $0x1,%rax", "dec %rax"), ("mov 0x30(%rdx),%rax", "mov 0x30(%rdx),%rcx")):
+        assert kitproof.compare_code([a], [b], "x").other == [(a, b)]
     # Another instruction, or one more, is not layout.
     other = kitproof.normalised(_fn("x", 0xffffffff81000000, BODY[:5] + ["nop"] + BODY[5:]), "x")
     c = kitproof.compare_code(at, other, "v7.3")

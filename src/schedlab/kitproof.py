@@ -33,6 +33,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import ab as abmod
 from . import build as buildmod
+from . import icount
 from . import plan as planmod
 from . import results as resmod
 from . import topics as topicmod
@@ -57,22 +58,18 @@ SWB_COPY = "should_we_balance_s"
 _TARGET = re.compile(r"\b[0-9a-f]{8,16} <([^>+]+)(\+0x[0-9a-f]+)?>")
 _COMMENT = re.compile(r"#\s*[0-9a-f]+ <([^>]+)>")
 _RIP = re.compile(r"-?0x[0-9a-f]+\(%rip\)")
-_NUMBER = re.compile(r"-?(?:0x)?[0-9a-f]+\b")
+# A hex literal (a displacement, an immediate, an address), never part of a
+# register, a mnemonic or a branch's label.
+_NUMBER = re.compile(r"(?<![\w%])-?0x[0-9a-f]+")
 
 
 def disassembly(vmlinux: Path, function: str) -> List[Tuple[int, str]]:
-    """(address, instruction) of FUNCTION in VMLINUX (objdump), [] if absent."""
+    """(address, instruction) of FUNCTION in VMLINUX, [] if absent: objdump
+    of that symbol alone, read as the icount calibration reads it."""
     out = run_command(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={function}",
-               str(vmlinux)], capture=True, check=False).stdout
-    insns, inside = [], False
-    for line in out.splitlines():
-        if re.match(r"^[0-9a-f]+ <.*>:$", line):
-            inside = line.endswith(f"<{function}>:")
-            continue
-        m = re.match(r"^\s*([0-9a-f]+):\s+(.*\S)\s*$", line)
-        if inside and m:
-            insns.append((int(m.group(1), 16), re.sub(r"\s+", " ", m.group(2))))
-    return insns
+                       str(vmlinux)], capture=True, check=False).stdout
+    return [(a, re.sub(r"\s+", " ", f"{op} {arg}").strip())
+            for a, op, arg in icount.parse_objdump(out)]
 
 
 def normalised(insns: Sequence[Tuple[int, str]], function: str) -> List[str]:
