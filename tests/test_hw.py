@@ -3,7 +3,10 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from schedlab import hw, hwreport
+from schedlab.util import LabError
 
 ARM = {a.name: a for a in hw.ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
@@ -102,6 +105,14 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     bare = hw.plan_text([], 5, 1, 30)
     assert "none of the series" in bare and bare.count("NOT HERE") == 7
     assert hw.estimate(2, 2, 1, 30) == 2 * hw.estimate(1, 2, 1, 30)
+    # Here and booted into the series, with the arms and benchmarks asked for.
+    assert "2 arms x 5 rounds" in bare and "9 arms x 5 rounds" in bare
+    few = hw.plan_text([], 5, 1, 30, ["series", "swb-v7.3"], ["stress-100"])
+    assert "benchmarks: stress-100\n" in few and "lbstats" not in few
+    assert "1 arms x 5 rounds x 1 run(s) x 1 benchmarks" in few
+    assert "2 arms x 5 rounds x 1 run(s) x 1 benchmarks, 30s each timed one, booted" in few
+    with pytest.raises(LabError, match="unknown arm"):
+        hw.plan_text([], 5, 1, 30, ["nope"])
 
 
 def test_the_runs_are_an_ab_request_on_this_machine():
@@ -149,7 +160,6 @@ def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch)
 
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
-    import pytest
     from schedlab.util import LabError
     arms, bench = hw.pick(hw.ARMS, ["series", "lbstats"], ["stress-100"])
     assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
@@ -231,7 +241,6 @@ def _fake_kit(tmp_path, monkeypatch, behaviour):
 
 def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     import json
-    import pytest
 
     def interrupted(req):
         req.on_start()
@@ -264,7 +273,6 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
 
 
 def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
-    import pytest
     from schedlab.util import LabError
 
     def refused(req):
@@ -291,7 +299,6 @@ def test_only_complete_runs_count_as_finished(tmp_path):
 
 
 def test_report_again_needs_a_run(tmp_path, monkeypatch):
-    import pytest
     from schedlab.util import LabError
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     with pytest.raises(LabError, match="no run to report on"):
@@ -308,7 +315,6 @@ def test_the_swb_arms_walk_the_topic_patch_by_patch():
 
 
 def test_the_kit_builds_on_the_whole_series_and_the_measurement_series():
-    import pytest
     from schedlab import series
     from schedlab.spec import BuildSpec
     from schedlab.util import LabError

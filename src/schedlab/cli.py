@@ -70,7 +70,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
         return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
     seconds = args.seconds or 30
     if args.plan:
-        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds))
+        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds,
+                         args.arm, bench))
         return 0
     if args.report:
         return hw.report_again(not args.no_plots)

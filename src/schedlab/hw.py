@@ -356,20 +356,35 @@ def machine_record() -> dict:
     }
 
 
-def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int) -> str:
-    """What `hw --plan` prints: the arms, the benchmarks, the duration."""
+def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
+              names: Optional[Sequence[str]] = None,
+              bench: Optional[Sequence[str]] = None) -> str:
+    """What `hw --plan` prints: the arms (NAMES only, if given), the
+    benchmarks (BENCH, default all), the duration here and, where this
+    kernel lacks arms, booted into the series."""
+    if names:
+        unknown = [n for n in names if n not in {a.name for a in ARMS}]
+        if unknown:
+            raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
+                           + ", ".join(a.name for a in ARMS))
+    bench = list(bench or BENCHMARKS)
     ok, missing = arms_here(present)
+    if names:
+        ok = [a for a in ok if a.name in names]
+        missing = [a for a in missing if a.name in names]
     lines = [] if present else ["this kernel has none of the series' knobs and features: "
                                 "booted into the series, the kit would run"]
     lines.append("arms, interleaved in this order every round:")
     lines += [f"  {a.name:14} {a.what}" for a in ok]
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
-    lines.append("benchmarks: " + ", ".join(BENCHMARKS))
-    secs = estimate(len(ok), rounds, runs, seconds)
-    lines.append(f"{len(ok)} arms x {rounds} rounds x {runs} run(s) of {seconds}s: "
-                 f"about {secs / 3600:.1f} h")
+    lines.append("benchmarks: " + ", ".join(bench))
+    for n, where in ((len(ok), "here"), (len(ok) + len(missing), "booted into the series")):
+        secs = estimate(n, rounds, runs, seconds, bench)
+        lines.append(f"{n} arms x {rounds} rounds x {runs} run(s) x {len(bench)} benchmarks, "
+                     f"{seconds}s each timed one, {where}: about {secs / 3600:.2f} h")
+        if not missing:
+            break
     return "\n".join(lines)
-
 
 
 def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
