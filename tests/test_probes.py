@@ -113,7 +113,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
     cost |= {m.name for p in ("lb-phase", "lb-reads", "scan-cost", "profile", "ni", "insns",
-                              "cycles")
+                              "cycles", "c2c")
              for m in probemod.PROBES[p].metrics}
     cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [
@@ -294,7 +294,54 @@ def test_cycles_not_counted_is_a_problem_of_the_run():
     assert "no perf-stat.txt" in p.problems[0]
 
 
-def test_cycles_stay_out_of_the_vm_integration_and_in_the_kit():
+@pytest.mark.parametrize("probe", ["cycles", "c2c"])
+def test_pmu_probes_stay_out_of_the_vm_integration_and_in_the_kit(probe):
     from schedlab import hw, pipeline
-    assert "cycles" not in pipeline.INTEGRATION.probes
-    assert "cycles" in hw.PROBES.split(",")
+    assert probe not in pipeline.INTEGRATION.probes
+    assert probe in hw.PROBES.split(",")
+
+
+# perf c2c report --stats in perf's layout (builtin-c2c.c's format), the
+# numbers made up; a percentage line, and a name that comes twice (the
+# second block's is not the load count).
+C2C_STATS = """=================================================
+            Trace Event Information
+=================================================
+  Total records                     :      81234
+  Locked Load/Store Operations      :       1200
+  Load Operations                   :      40000
+  Load L1D hit                      :      30000
+  Load Local HITM                   :        300
+  Load Remote HITM                  :        100
+  Load Remote HIT                   :         20
+  LLC Misses to Remote cache (HITM) :       12.5%
+  Store Operations                  :      41234
+
+=================================================
+    Global Shared Cache Line Event Information
+=================================================
+  Total Shared Cache Lines          :         57
+  Load Operations                   :        999
+"""
+
+
+def test_c2c_from_perf_c2c_stats():
+    counts = pp.c2c_stat_counts(C2C_STATS)
+    assert counts["Load Operations"] == 40000          # the first block's
+    assert "LLC Misses to Remote cache (HITM)" not in counts   # a percentage
+    p = pp.Parsed({}, 2.0, "", c2c_stats=C2C_STATS)
+    pp.c2c(p)
+    assert (p.problems, {n: m.value for n, m in p.metrics.items()}) == ([], {
+        "sampled loads (perf c2c)": 40000, "local HITM loads (perf c2c)": 300,
+        "remote HITM loads (perf c2c)": 100, "HITM per 1000 sampled loads (perf c2c)": 10.0})
+    # Fewer lines found modified elsewhere is better.
+    assert not any(m.higher_is_better for m in p.metrics.values())
+
+
+def test_c2c_without_its_stats_is_a_problem_of_the_run():
+    p = pp.Parsed({}, 2.0, "", c2c_stats="failed to open c2c.data: No such file\n")
+    pp.c2c(p)
+    assert not p.metrics and "No such file" in p.problems[0]
+    p = pp.Parsed({}, 2.0, "")
+    pp.c2c(p)
+    assert "no c2c-stats.txt" in p.problems[0]

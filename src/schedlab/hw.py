@@ -124,9 +124,9 @@ ARMS = (
 
 # The probes of every run (funclatency of should_we_balance(),
 # sched_balance_rq() and sched_balance_newidle() with them; perf stat's
-# cycles where the machine counts them), and the prefix
-# of the kit's result folders (work/results/hw-ARM/).
-PROBES = "swb,lb,latency,latency-lb,cycles"
+# cycles, and perf c2c's modified-line loads, where the machine counts
+# them), and the prefix of the kit's result folders (work/results/hw-ARM/).
+PROBES = "swb,lb,latency,latency-lb,cycles,c2c"
 PREFIX = "hw"
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()

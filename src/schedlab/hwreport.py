@@ -162,6 +162,10 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     lines += ["", "## How it was run", "", "```", shlex.join(list(argv)), "```"]
     if settings:
         lines += ["", ", ".join(f"{k}: {v}" for k, v in settings.items())]
+    lines += ["", "Each run's raw files are in `work/measure/hw-ARM-DATE/BENCHMARK-N/`: the "
+              "probes' output, funclatency's, perf stat's, and perf c2c's table by cache "
+              "line (`c2c-report.txt`, which lines and functions the modified-line loads "
+              "hit) where it recorded."]
     lines += ["", "## The arms", "", *arms_section(arms)]
     lines += ["", "## Every arm against the reference", "",
               f"The reference is `{arms[0].name}`. 'pct imp' > 0: the arm did better; "

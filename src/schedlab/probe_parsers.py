@@ -32,6 +32,7 @@ class Parsed:
     profile_out: str = ""                 # profile.txt (profile.py)
     insns_out: str = ""                   # insns.txt (insncount.py)
     perf_stat: str = ""                   # perf-stat.txt (perf stat -x, of the window)
+    c2c_stats: str = ""                   # c2c-stats.txt (perf c2c report --stats)
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
@@ -386,3 +387,43 @@ def cycles(p: Parsed) -> None:
     if ins is not None and cyc > 0:
         p.metrics["instructions per cycle (perf stat)"] = Metric(ins / cyc, "insns/cycle",
                                                                  "rate", True)
+
+
+# perf c2c report --stats prints 'name : value' lines in blocks (Trace Event
+# Information, Global Shared Cache Line Event Information, ...); the counts
+# the c2c probe reports, by perf's names.
+C2C_COUNTS = ("Total records", "Load Operations", "Load Local HITM", "Load Remote HITM")
+_C2C_LINE = re.compile(r"^\s*([A-Za-z][^:]*?)\s*:\s*(-?[0-9][0-9.]*)\s*$")
+
+
+def c2c_stat_counts(text: str) -> Dict[str, float]:
+    """Every integer or decimal 'name : value' line of perf c2c's stats, the
+    first of each name (percentages, which end in '%', are left out)."""
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        m = _C2C_LINE.match(line)
+        if m and m.group(1) not in out:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def c2c(p: Parsed) -> None:
+    """The c2c probe: loads perf c2c sampled in the kernel over the run's
+    window that found the line modified in another core's cache (HITM), on
+    this node and on another, and per thousand sampled loads. Samples, not
+    counts: compare arms' ratios, not totals."""
+    counts = c2c_stat_counts(p.c2c_stats)
+    loads = counts.get("Load Operations")
+    if loads is None:
+        p.problems.append("c2c: perf c2c report gave no load count in this run: "
+                          + (p.c2c_stats.strip().splitlines() or ["no c2c-stats.txt"])[-1][:160])
+        return
+    p.metrics["sampled loads (perf c2c)"] = Metric(loads, "samples", "count", False)
+    for where in ("Local", "Remote"):
+        n = counts.get(f"Load {where} HITM", 0.0)
+        p.metrics[f"{where.lower()} HITM loads (perf c2c)"] = Metric(n, "samples", "count",
+                                                                     False)
+    if loads > 0:
+        hitm = counts.get("Load Local HITM", 0.0) + counts.get("Load Remote HITM", 0.0)
+        p.metrics["HITM per 1000 sampled loads (perf c2c)"] = Metric(
+            1000.0 * hitm / loads, "permille", "count", False)

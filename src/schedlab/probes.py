@@ -282,6 +282,18 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            MetricSpec("cycles per s (perf stat)", "cycles/s"),
            MetricSpec("instructions per cycle (perf stat)", "insns/cycle")),
           pp.cycles),
+    Probe("c2c", "perf c2c record of every CPU's kernel loads over the run's window: the "
+                 "sampled loads that found their line modified in another core's cache "
+                 "(HITM), on this node and on another, per 1000 sampled loads; the report "
+                 "by cache line kept in the run's folder (needs load sampling, a PMU "
+                 "feature: where perf c2c cannot record, as in the lab's TCG guests, the "
+                 "probe is dropped with a note)", (), (),
+          (MetricSpec("HITM per 1000 sampled loads (perf c2c)", "permille", headline=True,
+                      expected=True),
+           MetricSpec("local HITM loads (perf c2c)", "samples"),
+           MetricSpec("remote HITM loads (perf c2c)", "samples"),
+           MetricSpec("sampled loads (perf c2c)", "samples")),
+          pp.c2c),
     Probe("insns", "instructions per execution of parts of the group statistics (a domain's, "
                    "a group's, one per-CPU read, the cache's lookup and write), counted by a "
                    "qemu TCG plugin over the whole boot, no probe attached (insncount.py); "

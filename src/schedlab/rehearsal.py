@@ -46,7 +46,7 @@ SWITCH_PAIR = ("swb-v7.3", "series")
 # Left running after the kit, in the guest: any is a failure (full command
 # lines; "[b]pftrace" matches bpftrace but not the shell that holds it).
 LEFTOVERS = ("[b]pftrace", "[f]unclatency", "[s]tress-ng", "[h]ackbench", "[t]bench",
-             "[p]erf bench", "[p]erf record", "[p]erf stat", "[s]chbench")
+             "[p]erf bench", "[p]erf record", "[p]erf stat", "[p]erf c2c", "[s]chbench")
 MARK = "@@rehearsal"
 
 

@@ -225,7 +225,8 @@ def parse_run(d: Path, w: workmod.Workload,
                              schedstat=_read(d, "schedstat-before.txt"),
                              profile_out=_read(d, "profile.txt"),
                              insns_out=_read(d, "insns.txt"),
-                             perf_stat=_read(d, "perf-stat.txt"))
+                             perf_stat=_read(d, "perf-stat.txt"),
+                             c2c_stats=_read(d, "c2c-stats.txt"))
     probemod.parse(probes_used, parsed)
     metrics.update(parsed.metrics)
     problems += parsed.problems

@@ -267,6 +267,26 @@ if grep -qx cycles "$OUT/probes-used.txt" 2>/dev/null; then
 		CYCLES=1
 	fi
 fi
+# The c2c probe (probes.py): perf c2c record of every CPU's kernel loads
+# over each run's window.  It needs load sampling (a PMU feature: Intel's
+# ldlat loads, AMD's IBS, POWER's marked events); where perf c2c cannot
+# record, the probe is dropped here with perf's words, as cycles is.
+C2C=
+if grep -qx c2c "$OUT/probes-used.txt" 2>/dev/null; then
+	why=
+	if ! command -v perf > /dev/null; then
+		why="perf is not installed (Debian package linux-perf)"
+	elif ! perf c2c record -a -k -o "$PD/c2c-try.data" -- sleep 0.2 > "$PD/c2c-try.txt" 2>&1; then
+		why="perf c2c cannot record here (no load sampling?): $(tail -1 "$PD/c2c-try.txt")"
+	fi
+	rm -f "$PD/c2c-try.data"
+	if [ -n "$why" ]; then
+		echo "c2c: $why" >> "$OUT/probes-missing.txt"
+		sed -i '/^c2c$/d' "$OUT/probes-used.txt"
+	else
+		C2C=1
+	fi
+fi
 # Last, after the bpftrace latency fallback may have added its lines.
 cat "$PLAN/bt/gate.bt" >> "$PD/probe.bt"
 
@@ -377,12 +397,19 @@ while read -r name i <&3; do
 		perf stat -a -x, -e cycles,instructions -o "$d/perf-stat.txt" < /dev/null 3<&- &
 		CYCP=$!
 	fi
+	if [ -n "$C2C" ]; then
+		perf c2c record -a -k -o "$d/c2c.data" > "$d/c2c-record.txt" 2>&1 < /dev/null 3<&- &
+		C2CP=$!
+	fi
 	S=$(date +%s.%N)
 	(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$d/workload.txt" 2>&1 < /dev/null 3<&-
 	echo $? > "$d/status.txt"
 	echo "$(date +%s.%N) $S" | awk '{print $1 - $2}' > "$d/seconds.txt"
 	if [ -n "$CYCLES" ]; then
 		stop "$CYCP" "perf stat" "$d/problems.txt"
+	fi
+	if [ -n "$C2C" ]; then
+		stop "$C2CP" "perf c2c record" "$d/problems.txt"
 	fi
 	head -1 /proc/stat > "$d/stat-after.txt"
 	cat /proc/schedstat > "$d/schedstat-after.txt" 2>/dev/null
@@ -398,4 +425,15 @@ while read -r name i <&3; do
 	for p in ${MOREP[@]+"${MOREP[@]}"}; do
 		stop "$p" "$LAT funclatency" "$d/problems.txt"
 	done
+	# perf c2c's reports, made once the run's probes are stopped: its
+	# statistics (what probe_parsers.c2c reads) and the first 400 lines of
+	# its table by cache line (which lines and functions, for a reader);
+	# the samples themselves go, they are large on a big machine.
+	if [ -n "$C2C" ]; then
+		perf c2c report -i "$d/c2c.data" --stats > "$d/c2c-stats.txt" 2>&1 ||
+			echo "perf c2c report failed: $(tail -1 "$d/c2c-stats.txt")" >> "$d/problems.txt"
+		perf c2c report -i "$d/c2c.data" --stdio --call-graph none 2> /dev/null |
+			head -n 400 > "$d/c2c-report.txt"
+		rm -f "$d/c2c.data"
+	fi
 done 3< "$PLAN/runs.txt"
