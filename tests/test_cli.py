@@ -127,6 +127,11 @@ BAD_INPUT = [
     (["test", "--arch", "ppc64le", "--full"], "POWER stages alone"),
     (["series", "bogus"], "invalid choice"),
     (["series", "export", "-v", "0"], "1 or more"),
+    (["hw", "--rehearse", "--fresh"], "always measures afresh"),
+    (["hw", "--switch-proof", "--rounds", "2"], "--rounds would be ignored"),
+    (["hw", "--switch-proof", "--bench", "stress-50", "--runs", "3"],
+     "--bench, --runs would be ignored"),
+    (["hw", "--code-only"], "goes with --switch-proof"),
 ]
 
 
@@ -144,7 +149,7 @@ def test_every_command_family_has_a_bad_input_case():
     parser = cli.make_parser()
     sub = next(a for a in parser._actions if a.dest == "cmd")
     tried = {argv[0] for argv, _ in BAD_INPUT}
-    assert set(sub.choices) - tried <= {"setup", "fetch", "presets", "hw"}   # take no names
+    assert set(sub.choices) - tried <= {"setup", "fetch", "presets"}   # take no names
 
 
 def test_every_command_help_ends_with_examples(capsys):

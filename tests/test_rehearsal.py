@@ -10,13 +10,16 @@ REQ = rehearsal.RehearsalRequest()
 
 def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
     s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"))
-    assert "-m schedlab hw --rounds 1 --seconds 3 --bench stress-100 --no-plots --fresh" in s
+    assert "-m schedlab hw --rounds 1 --runs 1 --seconds 3 --bench stress-100 --no-plots --fresh" in s
     for a in REQ.arms:
         assert f"--arm {a}" in s
     assert "SCHEDLAB_WORK=/w/guest" in s and "SCHEDLAB_KERNEL_CONFIG=/b/.config" in s
     # The marks come whatever the kit's status.
     assert "; echo @@rehearsal hw-rc=$?;" in s
     assert "pgrep -f -d, '[b]pftrace|[f]unclatency|" in s
+    s = rehearsal.guest_script(rehearsal.RehearsalRequest(rounds=2, runs=3), Path("/b/.config"),
+                               Path("/w/guest"))
+    assert "hw --rounds 2 --runs 3 --seconds 3" in s
 
 
 def test_marks_are_read_from_the_console():

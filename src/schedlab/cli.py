@@ -60,14 +60,25 @@ def cmd_hw(args: argparse.Namespace) -> int:
     bench = args.bench.split(",") if args.bench else None
     if args.rehearse:
         from . import rehearsal
+        if args.fresh:
+            raise LabError("hw --rehearse always measures afresh (a new boot each time); "
+                           "drop --fresh")
         hw.pick(hw.ARMS, args.arm or list(rehearsal.ARMS), bench)   # refused before a build
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(args.arm or rehearsal.ARMS),
-            tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args))
+            tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args),
+            rounds=args.rounds or 1, runs=args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
+        given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
+                                ("--arm", args.arm), ("--bench", args.bench),
+                                ("--runs", args.runs != 1 or None)) if v]
+        if given:
+            raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
+                           f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
         from . import kitproof
         return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
+    args.rounds = args.rounds or 5
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds,
@@ -110,8 +121,8 @@ def add_hw(sub: Sub) -> None:
                            "(work/results/kit-icount-smt8/switch-proof.md)")
     add_topology(p, "smt8")
     add_tree_opts(p)
-    p.add_argument("--rounds", type=positive_int, default=5,
-                   help="rounds of all arms, interleaved (default 5)")
+    p.add_argument("--rounds", type=positive_int, default=None,
+                   help="rounds of all arms, interleaved (default 5; 1 with --rehearse)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=None,
                    help="duration of timed workloads (default 30; 3 with --rehearse)")

@@ -57,6 +57,8 @@ class RehearsalRequest:
     bench: Tuple[str, ...] = BENCH
     seconds: int = 3
     tree: TreeSpec = TreeSpec()
+    rounds: int = 1
+    runs: int = 1
     timeout: float = 5400
     memory: int = 4096
 
@@ -81,8 +83,11 @@ def folder() -> Path:
 
 def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     """What the guest runs: the kit as a user runs it, then what is left."""
-    hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", "1",
-          "--seconds", str(req.seconds), "--bench", ",".join(req.bench), "--no-plots", "--fresh"]
+    # --fresh: the guest's results folder is the host's, kept between
+    # rehearsals; each rehearsal is a new boot and measures everything again.
+    hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
+          "--runs", str(req.runs), "--seconds", str(req.seconds),
+          "--bench", ",".join(req.bench), "--no-plots", "--fresh"]
     for a in req.arms:
         hw += ["--arm", a]
     left = "|".join(LEFTOVERS)
