@@ -98,6 +98,23 @@ def test_parser():
     assert parsers.tg_gather("tg: waker switch\n") == {}
 
 
+def test_a_window_on_another_clock_than_cpu_stat_divides_nothing():
+    # Every group together used more CPUs than the machine has over the
+    # window: the window's clock ran slow (qemu icount), so no rate or share.
+    text = TG_OUT.replace("tg: usage_usec 3000000\n",
+                          "tg: usage_usec 3000000\ntg: busy_usage_usec 900000000\n")
+    assert "tg: cpus " in text
+    m = parsers.tg_gather(text)
+    assert m["tg window check failed"].value == 1
+    for name in ("tg cpus used", "tg achieved/entitled", "tg wakeups per s",
+                 "tg migrations per s"):
+        assert name not in m
+    assert m["tg wakeups moved"].value == pytest.approx(10.0)     # counts stay
+    ok = parsers.tg_gather(TG_OUT.replace("tg: usage_usec 3000000\n",
+                                          "tg: usage_usec 3000000\ntg: busy_usage_usec 50000000\n"))
+    assert "tg achieved/entitled" in ok
+
+
 def test_a_load_is_part_of_the_share_the_control_is_matched_on():
     assert tgstudy.setting_of("tg-hackbench-d2-seed-t8-l1.5") == ("hackbench", "seed l1.5", "8", "2")
     assert tgstudy.setting_of("tg-cpu-d1-s2-t8") == ("cpu", "s2", "8", "1")
