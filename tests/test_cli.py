@@ -132,6 +132,7 @@ BAD_INPUT = [
     (["hw", "--switch-proof", "--bench", "stress-50", "--runs", "3"],
      "--bench, --runs would be ignored"),
     (["hw", "--code-only"], "goes with --switch-proof"),
+    (["hw", "--switch-proof", "--c2c"], "--c2c would be ignored"),
 ]
 
 

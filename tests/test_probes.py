@@ -298,7 +298,9 @@ def test_cycles_not_counted_is_a_problem_of_the_run():
 def test_pmu_probes_stay_out_of_the_vm_integration_and_in_the_kit(probe):
     from schedlab import hw, pipeline
     assert probe not in pipeline.INTEGRATION.probes
-    assert probe in hw.PROBES.split(",")
+    assert probe in hw.probes(c2c=True).split(",")
+    # c2c's sampling changes what the other probes measure: only when asked.
+    assert (probe in hw.probes().split(",")) == (probe == "cycles")
 
 
 # perf c2c report --stats in perf's layout (builtin-c2c.c's format), the
@@ -338,10 +340,9 @@ def test_c2c_from_perf_c2c_stats():
     assert not any(m.higher_is_better for m in p.metrics.values())
 
 
-def test_c2c_without_its_stats_is_a_problem_of_the_run():
-    p = pp.Parsed({}, 2.0, "", c2c_stats="failed to open c2c.data: No such file\n")
-    pp.c2c(p)
-    assert not p.metrics and "No such file" in p.problems[0]
-    p = pp.Parsed({}, 2.0, "")
-    pp.c2c(p)
-    assert "no c2c-stats.txt" in p.problems[0]
+def test_c2c_without_its_stats_leaves_the_run_whole():
+    # The guest notes why (notes.txt); the run's scheduler counts stand.
+    for text in ("failed to open c2c.data: No such file\n", ""):
+        p = pp.Parsed({}, 2.0, "", c2c_stats=text)
+        pp.c2c(p)
+        assert not p.metrics and not p.problems

@@ -19,7 +19,10 @@ def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
     assert "pgrep -f -d, '[b]pftrace|[f]unclatency|" in s
     s = rehearsal.guest_script(rehearsal.RehearsalRequest(rounds=2, runs=3), Path("/b/.config"),
                                Path("/w/guest"))
-    assert "hw --rounds 2 --runs 3 --seconds 3" in s
+    assert "hw --rounds 2 --runs 3 --seconds 3" in s and "--c2c" not in s
+    s = rehearsal.guest_script(rehearsal.RehearsalRequest(c2c=True), Path("/b/.config"),
+                               Path("/w/guest"))
+    assert s.count("--c2c") == 1
 
 
 def test_marks_are_read_from_the_console():

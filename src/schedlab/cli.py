@@ -67,12 +67,13 @@ def cmd_hw(args: argparse.Namespace) -> int:
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(args.arm or rehearsal.ARMS),
             tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args),
-            rounds=args.rounds or 1, runs=args.runs)
+            rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c,
+            timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
         given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
                                 ("--arm", args.arm), ("--bench", args.bench),
-                                ("--runs", args.runs != 1 or None)) if v]
+                                ("--runs", args.runs != 1), ("--c2c", args.c2c)) if v]
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
@@ -87,7 +88,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.report:
         return hw.report_again(not args.no_plots)
     return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots)
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c)
 
 
 def add_hw(sub: Sub) -> None:
@@ -134,6 +135,10 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")
+    p.add_argument("--c2c", action="store_true",
+                   help="also perf c2c in every run (modified-line loads, where the CPU "
+                        "samples loads); its sampling changes what the other numbers "
+                        "measure, so run it as a pass of its own")
     p.add_argument("--no-plots", action="store_true",
                    help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
                         "makes the plots on the host with --report)")

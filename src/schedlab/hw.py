@@ -124,9 +124,16 @@ ARMS = (
 
 # The probes of every run (funclatency of should_we_balance(),
 # sched_balance_rq() and sched_balance_newidle() with them; perf stat's
-# cycles, and perf c2c's modified-line loads, where the machine counts
-# them), and the prefix of the kit's result folders (work/results/hw-ARM/).
-PROBES = "swb,lb,latency,latency-lb,cycles,c2c"
+# cycles where the machine counts them), and the prefix of the kit's result
+# folders (work/results/hw-ARM/).  perf c2c's modified-line loads only with
+# --c2c: its sampling of every CPU's loads, and perf's own thread, change
+# what the other numbers measure, so it is a pass of its own.
+PROBES = "swb,lb,latency,latency-lb,cycles"
+C2C_PROBE = "c2c"
+
+
+def probes(c2c: bool = False) -> str:
+    return PROBES + ("," + C2C_PROBE if c2c else "")
 PREFIX = "hw"
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
@@ -411,7 +418,7 @@ def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
 
 def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
             bench: Optional[Sequence[str]] = None, plots: bool = True, swb: bool = False,
-            on_start: Optional[Callable[[], None]] = None):
+            on_start: Optional[Callable[[], None]] = None, c2c: bool = False):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, rounds for boots, the arms' debugfs writes as knobs; with SWB
     (the kernel has the kit's switch) every arm without a state of its own
@@ -422,7 +429,7 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
     bench = list(bench or BENCHMARKS)
     if "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
-    plan = planmod.make_plan(",".join(bench), PROBES, runs=runs, seconds=seconds,
+    plan = planmod.make_plan(",".join(bench), probes(c2c), runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, swb)) for a in arms),
@@ -476,7 +483,8 @@ def report(record: dict, tables: bool = True) -> Path:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
                            bench=bench, plots=record.get("plots", True),
-                           swb=record.get("swb", False)), tables_only=True)
+                           swb=record.get("swb", False), c2c=record.get("c2c", False)),
+                   tables_only=True)
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     machine = record.get("machine") or hwreport.load_json(work_dir() / "hw" / "machine.json")
@@ -521,7 +529,7 @@ def report_again(plots: bool = True) -> int:
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
         bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
-        plots: bool = True) -> int:
+        plots: bool = True, c2c: bool = False) -> int:
     """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
     pf = preflight()
     say("hw: what the kit needs here")
@@ -555,11 +563,11 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         _clear_tables(resmod.results_dir(PREFIX))
         started.append(True)
 
-    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin)
+    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin, c2c)
     bench = [w.name for w in req.plan.workloads]
     record.update({"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
                    "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
-                   "plots": plots, "swb": swb, "machine": machine,
+                   "plots": plots, "swb": swb, "c2c": c2c, "machine": machine,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})

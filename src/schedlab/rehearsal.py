@@ -59,6 +59,7 @@ class RehearsalRequest:
     tree: TreeSpec = TreeSpec()
     rounds: int = 1
     runs: int = 1
+    c2c: bool = False
     timeout: float = 5400
     memory: int = 4096
 
@@ -87,7 +88,8 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     # rehearsals; each rehearsal is a new boot and measures everything again.
     hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
           "--runs", str(req.runs), "--seconds", str(req.seconds),
-          "--bench", ",".join(req.bench), "--no-plots", "--fresh"]
+          "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
+              ["--c2c"] if req.c2c else [])
     for a in req.arms:
         hw += ["--arm", a]
     left = "|".join(LEFTOVERS)

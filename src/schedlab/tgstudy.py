@@ -109,7 +109,14 @@ def table(label: str, markdown: bool = False) -> str:
             row.append(_versus(sides, d))
             row.append(_beyond(sides, d, control, share) if waker != CONTROL else "")
             rows.append(row)
-    return "\n".join(render_table(head, rows, markdown)) + "\n" + (
+    # Runs whose window failed the accounting check (parsers.tg_gather) have
+    # no share: say how many the table left out.
+    failed = sum(1 for r in runs if setting_of(r.workload or "")
+                 and "tg window check failed" in r.metrics)
+    left = (f"Left out: {failed} run(s) whose window failed the accounting check "
+            "(every group's CPU time over it above what the CPUs can give).\n"
+            if failed else "")
+    return "\n".join(render_table(head, rows, markdown)) + "\n" + left + (
         "d2 vs d1: depth 2's achieved/entitled and throughput per entitled CPU against "
         "depth 1's, in % (negative: depth 2 gets less); * where it is significant "
         f"({stats.SIGNIFICANCE_RULE}). of control: achieved/entitled over that of the "
