@@ -130,11 +130,12 @@ ARMS = (
 # what the other numbers measure, so it is a pass of its own.
 PROBES = "swb,lb,latency,latency-lb,cycles"
 C2C_PROBE = "c2c"
+PREFIX = "hw"
 
 
 def probes(c2c: bool = False) -> str:
     return PROBES + ("," + C2C_PROBE if c2c else "")
-PREFIX = "hw"
+
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
 # busy levels first; schbench joins when it is on PATH.

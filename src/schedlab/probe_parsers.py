@@ -390,9 +390,7 @@ def cycles(p: Parsed) -> None:
 
 
 # perf c2c report --stats prints 'name : value' lines in blocks (Trace Event
-# Information, Global Shared Cache Line Event Information, ...); the counts
-# the c2c probe reports, by perf's names.
-C2C_COUNTS = ("Total records", "Load Operations", "Load Local HITM", "Load Remote HITM")
+# Information, Global Shared Cache Line Event Information, ...).
 _C2C_LINE = re.compile(r"^\s*([A-Za-z][^:]*?)\s*:\s*(-?[0-9][0-9.]*)\s*$")
 
 
