@@ -58,7 +58,11 @@ def _run(folder: Path, arm: str, value: float) -> None:
     d = folder / f"hw-{arm}"
     d.mkdir(parents=True)
     metric = {rehearsal.SWITCH_METRIC: {"value": value}}
-    (d / "run-stress-100-0.json").write_text(json.dumps({"metrics": metric}))
+    (d / "run-stress-100-0.json").write_text(json.dumps({"workload": "stress-100",
+                                                         "metrics": metric}))
+    # Another benchmark's run in the same folder is not counted.
+    (d / "run-stress-50-0.json").write_text(json.dumps({
+        "workload": "stress-50", "metrics": {rehearsal.SWITCH_METRIC: {"value": 99.0}}}))
 
 
 def test_the_switch_must_take_effect(tmp_path):

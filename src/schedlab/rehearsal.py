@@ -111,13 +111,15 @@ def parse_marks(output: str) -> Dict[str, str]:
 def switch_values(results: Path, bench: str) -> Dict[str, float]:
     """SWITCH_METRIC per arm of SWITCH_PAIR, from the runs the guest left in
     RESULTS (hw-ARM/run-BENCH-*.json; the mean over the runs found)."""
+    from . import results as resmod
     out = {}
     for arm in SWITCH_PAIR:
-        vals = []
-        for f in sorted((results / f"hw-{arm}").glob(f"run-{bench}-*.json")):
-            m = json.loads(f.read_text()).get("metrics", {}).get(SWITCH_METRIC)
-            if m is not None:
-                vals.append(float(m["value"]))
+        try:
+            runs = resmod.read_runs(results / f"hw-{arm}")
+        except LabError:        # no runs of this arm: check_switch says so
+            continue
+        vals = [float(r.metrics[SWITCH_METRIC]["value"]) for r in runs
+                if r.workload == bench and SWITCH_METRIC in r.metrics]
         if vals:
             out[arm] = sum(vals) / len(vals)
     return out
