@@ -113,3 +113,40 @@ def test_patches_folder_follows_the_checkout(tmp_path, monkeypatch):
     assert s.patches_dir() == tmp_path.resolve() / "patches"
     assert s.measure_dir() == tmp_path.resolve() / "patches" / "measure"
     assert s.read_series() == []
+
+
+def test_a_patch_without_notes_has_nothing_below_the_cut():
+    assert s.cut_notes(PATCH) == ""
+    assert s.cut_notes("no cut line here\n") == ""
+
+
+def _git(repo, *args, **kw):
+    import subprocess
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=T", "-c",
+                           "user.email=t@example.test", *args], check=True,
+                          capture_output=True, text=True, **kw).stdout
+
+
+def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
+    # What the lab does: export with format-patch --notes, apply with git am
+    # and cut_notes() into git notes add, export again: the same text.
+    a, b = tmp_path / "a", tmp_path / "b"
+    for repo in (a, b):
+        repo.mkdir()
+        _git(repo, "init", "-q")
+        (repo / "f.c").write_text("one\n")
+        _git(repo, "add", "f.c")
+        _git(repo, "commit", "-q", "-m", "base")
+    (a / "f.c").write_text("two\n")
+    _git(a, "commit", "-q", "-am", "sched/fair: Change f\n\nWhy.")
+    note = "v13: dropped the shortcut.\n\n  An indented line stays indented."
+    _git(a, "notes", "add", "-m", note, "HEAD")
+    first = _git(a, "format-patch", "--notes", "--stdout", "HEAD~1..HEAD")
+    assert s.cut_notes(first) == note
+    (tmp_path / "p.patch").write_text(first)
+    _git(b, "am", "-q", str(tmp_path / "p.patch"))
+    # The note is not part of the commit message.
+    assert "dropped" not in _git(b, "log", "-1", "--format=%B")
+    _git(b, "notes", "add", "-m", s.cut_notes(first), "HEAD")
+    again = _git(b, "format-patch", "--notes", "--stdout", "HEAD~1..HEAD")
+    assert s.cut_notes(again) == note

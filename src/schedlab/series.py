@@ -110,6 +110,30 @@ def am_in_progress(tree: Tree) -> bool:
     return (gitdir / "rebase-apply").exists()
 
 
+# A diffstat line of format-patch (" kernel/sched/fair.c | 13 +++---").
+_DIFFSTAT = re.compile(r"^ \S.*\| +(\d+|Bin)")
+
+
+def cut_notes(text: str) -> str:
+    """What a format-patch file says between its '---' line and the diffstat:
+    what the sender keeps out of the commit message (what changed since the
+    previous version).  format-patch --notes writes a commit's git notes
+    there under 'Notes:', indented by four spaces, which is taken off."""
+    lines = text.splitlines()
+    if "---" not in lines:
+        return ""
+    body: List[str] = []
+    for ln in lines[lines.index("---") + 1:]:
+        if _DIFFSTAT.match(ln) or ln.startswith("diff --git "):
+            break
+        body.append(ln)
+    while body and not body[0].strip():
+        body.pop(0)
+    if body and body[0].strip() in ("Notes:", "Notes (commits):"):
+        body = [ln[4:] if ln.startswith("    ") else ln.strip() for ln in body[1:]]
+    return "\n".join(body).strip()
+
+
 def apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str:
     """git am -3 the patches onto a commit; returns the resulting commit.
 
@@ -145,6 +169,12 @@ def _apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str
                 f"'git add' them and run 'git -C {tree.path} am --continue' (then "
                 f"'./schedlab series export' to write the result back to patches/), or "
                 f"give up with 'git -C {tree.path} am --abort'.")
+        # What the patch says below its '---' line goes back as the commit's
+        # git note, so that an export (format-patch --notes) writes it again.
+        notes = cut_notes(patch.read_text())
+        if notes:
+            run(["git", "-C", str(tree.path), *_identity(), "notes", "add", "-f", "-m", notes,
+                 "HEAD"], capture=True)
     return git(tree.path, "rev-parse", "HEAD")
 
 
@@ -233,8 +263,10 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
     if cover and old_cover.is_file():
         title, blurb = _cover_parts(old_cover.read_text())
     with tempfile.TemporaryDirectory() as tmp:
+        # --notes: a commit's git notes go below the '---' line, where a
+        # version's changes are written (cut_notes() reads them back).
         args = ["format-patch", "-q", "-o", tmp, f"--base={start}", "--no-signature", "--abbrev=12",
-                "--zero-commit", f"{start}..{end_sha}"]
+                "--zero-commit", "--notes", f"{start}..{end_sha}"]
         if cover:
             args.insert(1, "--cover-letter")
         if reroll and reroll > 1:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .series import patches_dir, read_series
+from .series import cut_notes, patches_dir, read_series
 from .source import Tree
 from .util import LabError, git, run, say
 
@@ -161,11 +161,13 @@ def cover_text(name: str, folder: Optional[Path] = None) -> Tuple[str, str]:
 
 # ------------------------------------------------------------------ git am
 
-def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path) -> Tuple[bool, str]:
+def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path,
+        notes: bool = False) -> Tuple[bool, str]:
     """What git am of PATCHES onto ONTO makes, without a checkout: each patch
     applied to a scratch index (git apply --cached, as strict as git am) and
-    committed with its author, date and message (git mailinfo).  Returns
-    (applied, the last commit or why not)."""
+    committed with its author, date and message (git mailinfo); with NOTES,
+    what a patch says below its '---' line as the commit's git note.
+    Returns (applied, the last commit or why not)."""
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GIT_INDEX_FILE=str(scratch / "index"))
     gitc = ["git", "-C", str(tree.path)]
@@ -189,6 +191,10 @@ def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path) -> Tuple[bool
                     GIT_COMMITTER_NAME="schedlab", GIT_COMMITTER_EMAIL="schedlab@localhost")
         parent = run(gitc + ["commit-tree", tree_id, "-p", parent], env=cenv, capture=True,
                      input=message).stdout.strip()
+        below = cut_notes(patch.read_text()) if notes else ""
+        if below:
+            run(gitc + ["-c", "user.name=schedlab", "-c", "user.email=schedlab@localhost",
+                        "notes", "add", "-f", "-m", below, parent], capture=True)
     return True, parent
 
 
@@ -246,11 +252,12 @@ def mail(tree: Tree, name: str, out: Path, reroll: Optional[int] = None,
         ok, pre_commit = _am(tree, tree.base, pre, Path(tmp) / "pre")
         if not ok:
             raise LabError(f"the prerequisite does not apply onto the base: {pre_commit}")
-        ok, tip = _am(tree, pre_commit, own, Path(tmp) / "topic")
+        ok, tip = _am(tree, pre_commit, own, Path(tmp) / "topic", notes=True)
         if not ok:
             raise LabError(f"topic {name} does not apply onto the prerequisite: {tip}")
         args = ["format-patch", "-q", "-o", str(out), "--cover-letter", "--no-signature",
-                "--abbrev=12", "--zero-commit", f"--base={tree.base}", f"{pre_commit}..{tip}"]
+                "--abbrev=12", "--zero-commit", "--notes", f"--base={tree.base}",
+                f"{pre_commit}..{tip}"]
         prefix = ("RFC PATCH" if topic.rfc else "PATCH") + \
             (f" v{reroll}" if reroll and reroll > 1 else "")
         args.insert(1, f"--subject-prefix={prefix}")
