@@ -134,6 +134,15 @@ def cut_notes(text: str) -> str:
     return "\n".join(body).strip()
 
 
+def note_below_cut(tree: Path, commit: str, patch: Path) -> None:
+    """What PATCH says below its '---' line, as COMMIT's git note (nothing
+    when it says nothing there), so that format-patch --notes writes it again."""
+    notes = cut_notes(patch.read_text())
+    if notes:
+        run(["git", "-C", str(tree), *_identity(), "notes", "add", "-f", "-m", notes, commit],
+            capture=True)
+
+
 def apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str:
     """git am -3 the patches onto a commit; returns the resulting commit.
 
@@ -169,12 +178,7 @@ def _apply_patches(tree: Tree, onto: str, patches: List[Path], what: str) -> str
                 f"'git add' them and run 'git -C {tree.path} am --continue' (then "
                 f"'./schedlab series export' to write the result back to patches/), or "
                 f"give up with 'git -C {tree.path} am --abort'.")
-        # What the patch says below its '---' line goes back as the commit's
-        # git note, so that an export (format-patch --notes) writes it again.
-        notes = cut_notes(patch.read_text())
-        if notes:
-            run(["git", "-C", str(tree.path), *_identity(), "notes", "add", "-f", "-m", notes,
-                 "HEAD"], capture=True)
+        note_below_cut(tree.path, "HEAD", patch)
     return git(tree.path, "rev-parse", "HEAD")
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .series import cut_notes, patches_dir, read_series
+from .series import note_below_cut, patches_dir, read_series
 from .source import Tree
 from .util import LabError, git, run, say
 
@@ -191,10 +191,8 @@ def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path,
                     GIT_COMMITTER_NAME="schedlab", GIT_COMMITTER_EMAIL="schedlab@localhost")
         parent = run(gitc + ["commit-tree", tree_id, "-p", parent], env=cenv, capture=True,
                      input=message).stdout.strip()
-        below = cut_notes(patch.read_text()) if notes else ""
-        if below:
-            run(gitc + ["-c", "user.name=schedlab", "-c", "user.email=schedlab@localhost",
-                        "notes", "add", "-f", "-m", below, parent], capture=True)
+        if notes:
+            note_below_cut(tree.path, parent, patch)
     return True, parent
 
 
