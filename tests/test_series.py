@@ -147,6 +147,6 @@ def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
     _git(b, "am", "-q", str(tmp_path / "p.patch"))
     # The note is not part of the commit message.
     assert "dropped" not in _git(b, "log", "-1", "--format=%B")
-    _git(b, "notes", "add", "-m", s.cut_notes(first), "HEAD")
+    s.note_below_cut(b, "HEAD", tmp_path / "p.patch")
     again = _git(b, "format-patch", "--notes", "--stdout", "HEAD~1..HEAD")
     assert s.cut_notes(again) == note
