@@ -112,8 +112,8 @@ ARMS = (
         "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
     Arm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
         "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
-    Arm("swb-one-core", "should_we_balance() up to 'Skip the idle-core check in a group of "
-        "one core' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
+    Arm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
+        "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
     Arm("newidle-400", "patch 5: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
         "newidle_cost_pct"),
     Arm("wake-tg", "patch 6: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
