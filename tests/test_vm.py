@@ -82,3 +82,39 @@ def test_boot_and_check_reports_then_runs_the_command(monkeypatch, capsys):
     monkeypatch.setattr(vm, "boot", lambda *a, **k: vm.VmResult(1, "panic\n", "tcg", 1.0))
     with pytest.raises(LabError, match="did not report its topology"):
         vm.boot_and_check(Path("/b/bzImage"), topo)
+
+
+QEMU_ABORT = ("qemu-system-x86_64: warning: This family of AMD CPU doesn't support "
+              "hyperthreading(4)\nqemu-system-x86_64: ../../hw/pci/msix.c:218: "
+              "msix_table_mmio_write: Assertion `addr + size <= dev->msix_entries_nr * "
+              "PCI_MSIX_ENTRY_SIZE' failed.\n")
+
+
+def test_qemu_fault_is_the_emulator_aborting_only():
+    assert vm.qemu_fault(vm.VmResult(134, QEMU_ABORT, "", 7.0)).startswith(
+        "../../hw/pci/msix.c:218: msix_table_mmio_write: Assertion")
+    # A guest that failed, or printed such a line and exited 0, is not one.
+    assert vm.qemu_fault(vm.VmResult(1, "Kernel panic - not syncing\n", "", 3.0)) == ""
+    assert vm.qemu_fault(vm.VmResult(0, QEMU_ABORT, "", 3.0)) == ""
+    assert vm.qemu_fault(vm.VmResult(124, QEMU_ABORT, "", 3.0, timed_out=True)) == ""
+
+
+def test_boot_retries_once_after_a_qemu_fault(tmp_path, monkeypatch, capsys):
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"x")
+    monkeypatch.setattr(vm, "kvm_works", lambda image: (False, "no /dev/kvm"))
+    monkeypatch.setattr(vm, "vng_command", lambda *a, **k: ["vng"])
+    runs = [vm.VmResult(134, QEMU_ABORT, "", 7.0), vm.VmResult(0, "ok\n", "", 20.0)]
+    monkeypatch.setattr(vm, "_spawn", lambda args, timeout, log: runs.pop(0))
+    res = vm.boot(image, t.PRESETS["smt4"], "true", log=tmp_path / "vm.log")
+    assert (res.returncode, res.output, runs) == (0, "ok\n", [])
+    assert "qemu aborted (../../hw/pci/msix.c:218" in capsys.readouterr().out
+    # Twice in a row: the second result is the answer, no third boot.
+    runs[:] = [vm.VmResult(134, QEMU_ABORT, "", 7.0), vm.VmResult(134, QEMU_ABORT, "", 7.0),
+               vm.VmResult(0, "never\n", "", 1.0)]
+    assert vm.boot(image, t.PRESETS["smt4"], "true", log=tmp_path / "vm.log").returncode == 134
+    assert len(runs) == 1
+    # A guest failure is not retried.
+    runs[:] = [vm.VmResult(1, "panic\n", "", 3.0), vm.VmResult(0, "never\n", "", 1.0)]
+    assert vm.boot(image, t.PRESETS["smt4"], "true", log=tmp_path / "vm.log").returncode == 1
+    assert len(runs) == 1

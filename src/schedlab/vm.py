@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -99,6 +100,18 @@ def _spawn(args: List[str], timeout: float, log: Path) -> VmResult:
                     done.seconds, done.timed_out)
 
 
+_QEMU_FAULT = re.compile(r"^qemu-system-\S+: (\S+: \S+: Assertion .* failed\.)$", re.M)
+
+
+def qemu_fault(res: VmResult) -> str:
+    """The assertion qemu aborted on, when the emulator itself failed (not a
+    guest that exited non-zero); "" otherwise."""
+    if res.returncode == 0 or res.timed_out:
+        return ""
+    m = _QEMU_FAULT.search(res.output)
+    return m.group(1) if m else ""
+
+
 def kvm_works(image: Path) -> tuple[bool, str]:
     """Whether KVM can boot this kernel here; the answer is kept per host boot."""
     if not os.path.exists("/dev/kvm"):
@@ -162,6 +175,13 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
                        kernel_args=kernel_args, verbose=verbose, rwdirs=rwdirs,
                        tcg_single=tcg_single, icount=icount, qemu_extra=qemu_extra)
     res = _spawn(args, timeout, log)
+    fault = qemu_fault(res)
+    if fault:
+        # qemu itself aborted (an assertion in the emulator, seen under TCG
+        # in hw/pci/msix.c): a host fault, not the guest's. Boot once more
+        # and say so; a second fault is the answer.
+        say(f"  qemu aborted ({fault}); booting once more")
+        res = _spawn(args, timeout, log)
     res.accel = accel
     if res.timed_out:
         raise LabError(f"the VM did not finish within {fmt_secs(timeout)} and was stopped "
