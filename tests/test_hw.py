@@ -46,6 +46,19 @@ def test_a_distribution_kernel_is_refused_with_each_piece_named(tmp_path):
     assert all(c.fix for c in missing)
 
 
+def test_cache_aware_scheduling_on_is_named_without_refusing(tmp_path):
+    d = _debugfs(tmp_path, "NO_SG_STATS_REUSE\n")
+    assert not [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    (d / "llc_balancing").mkdir()
+    (d / "llc_balancing" / "enabled").write_text("1\n")
+    llc = [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    assert len(llc) == 1 and llc[0].ok
+    assert "SG_STATS_REUSE keeps no sums" in llc[0].detail and "write 0" in llc[0].fix
+    (d / "llc_balancing" / "enabled").write_text("0\n")
+    llc = [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    assert llc[0].ok and "measures the reuse" in llc[0].detail and not llc[0].fix
+
+
 def test_no_debugfs_and_no_config_say_so(tmp_path):
     checks = hw.check_kernel(tmp_path / "absent", "")
     assert [c.name for c in checks if not c.ok][:1] == ["debugfs"]

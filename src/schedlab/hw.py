@@ -44,9 +44,9 @@ class KernelNeed:
 KERNEL_NEEDS = (
     KernelNeed("knob", "swb_state", "the kit's switches (patches/kit/: './schedlab build "
                "--host-config' applies them)"),
-    KernelNeed("knob", "newidle_cost_pct", "patch 5 (newidle topic)"),
-    KernelNeed("feature", "SIS_GROUP_IDLE", "patch 6 (wake topic)"),
-    KernelNeed("feature", "SG_STATS_REUSE", "patch 7 (lbstats topic)"),
+    KernelNeed("knob", "newidle_cost_pct", "patch 7 (newidle topic)"),
+    KernelNeed("feature", "SIS_GROUP_IDLE", "patch 8 (wake topic)"),
+    KernelNeed("feature", "SG_STATS_REUSE", "patch 9 (lbstats topic)"),
 )
 
 # Config options the kit's probes and switches need: name -> why.
@@ -101,7 +101,7 @@ class Arm:
 
 # Interleaved in this order, round after round: the reference, its repeat,
 # the should_we_balance() topic's states before the series' (the kit's
-# swb_state: each patch's function, patches/kit/), then patches 5-7's knobs.
+# swb_state: each patch's function, patches/kit/), then patches 7-9's knobs.
 ARMS = (
     Arm("series", "the series, every experimental feature off: the reference",
         before="swb-one-core"),
@@ -114,11 +114,11 @@ ARMS = (
         "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
     Arm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
         "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
-    Arm("newidle-400", "patch 5: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
+    Arm("newidle-400", "patch 7: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
         "newidle_cost_pct"),
-    Arm("wake-tg", "patch 6: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
+    Arm("wake-tg", "patch 8: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
         "SIS_GROUP_IDLE"),
-    Arm("lbstats", "patch 7: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
+    Arm("lbstats", "patch 9: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
         "SG_STATS_REUSE"),
 )
 
@@ -227,6 +227,30 @@ def kernel_pieces(debug_sched: Path) -> List[str]:
     return [n.name for n in KERNEL_NEEDS if _has(debug_sched, names, n)]
 
 
+# Cache aware scheduling (CONFIG_SCHED_CACHE), on by default on machines
+# with several LLCs: while it is on, SG_STATS_REUSE keeps and uses no sums.
+LLC_BALANCING = Path("llc_balancing") / "enabled"
+
+
+def check_llc_balancing(debug_sched: Path) -> Optional[Check]:
+    """Whether the lbstats arm can measure anything here: a note (never a
+    failure) when cache aware scheduling is on; None where the kernel has
+    no such switch."""
+    try:
+        text = (debug_sched / LLC_BALANCING).read_text().strip()
+    except OSError:
+        return None
+    on = text in ("1", "Y", "y")
+    detail = (f"{debug_sched / LLC_BALANCING} is {text}: "
+              + ("on, so SG_STATS_REUSE keeps no sums and the lbstats arm measures the "
+                 "feature's static branch only" if on else "off, the lbstats arm measures "
+                 "the reuse"))
+    return Check("cache aware scheduling", True, detail,
+                 f"to measure the reuse, write 0 to {debug_sched / LLC_BALANCING} before "
+                 "the kit (every arm then runs without cache aware scheduling), and say "
+                 "so with the report" if on else "")
+
+
 def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
     """The series in the running kernel, and the options the kit needs."""
     checks = []
@@ -244,6 +268,9 @@ def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
                             "" if ok else "boot a kernel built with the series "
                             "(patches/series applied to your tree; README, 'Measuring on "
                             "real SMT hardware')"))
+    llc = check_llc_balancing(debug_sched)
+    if llc:
+        checks.append(llc)
     config = parse_config(config_text)
     if not config:
         checks.append(Check("kernel config", False, "neither /proc/config.gz nor "
