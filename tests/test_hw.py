@@ -416,3 +416,9 @@ def test_the_report_names_the_measurements_this_machine_could_not_take(tmp_path)
     text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"],
                           probes_missing=found).read_text()
     assert f"## Not in this report\n\n- a measurement: {no_pmu}" in text
+
+
+def test_the_report_names_cache_aware_scheduling_when_recorded():
+    rows = "\n".join(hwreport.machine_section({"model": "box", "llc_balancing": "1"}))
+    assert "cache aware scheduling" in rows and "| 1 |" in rows
+    assert "cache aware scheduling" not in "\n".join(hwreport.machine_section({"model": "box"}))

@@ -388,6 +388,8 @@ def machine_record() -> dict:
         "model": model,
         "firmware": _read("/sys/class/dmi/id/bios_version").strip()
         or _read("/proc/device-tree/openprom/model").strip("\0\n"),
+        # while it is on, the lbstats arm measures only SG_STATS_REUSE's branch
+        "llc_balancing": _read(str(DEBUG_SCHED / LLC_BALANCING)).strip(),
     }
 
 
