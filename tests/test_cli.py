@@ -133,6 +133,9 @@ BAD_INPUT = [
      "--bench, --runs would be ignored"),
     (["hw", "--code-only"], "goes with --switch-proof"),
     (["hw", "--switch-proof", "--c2c"], "--c2c would be ignored"),
+    (["hw", "--lb-share", "--c2c"], "a pass of its own: without --c2c"),
+    (["hw", "--lb-share", "--switch-proof"], "without --switch-proof"),
+    (["hw", "--lb-share", "--arm", "nope"], "unknown arm"),
 ]
 
 

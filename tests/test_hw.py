@@ -422,3 +422,41 @@ def test_the_report_names_cache_aware_scheduling_when_recorded():
     rows = "\n".join(hwreport.machine_section({"model": "box", "llc_balancing": "1"}))
     assert "cache aware scheduling" in rows and "| 1 |" in rows
     assert "cache aware scheduling" not in "\n".join(hwreport.machine_section({"model": "box"}))
+
+
+def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypatch):
+    import json
+
+    def finished(req):
+        req.on_start()
+        return 0
+    asked = _fake_kit(tmp_path, monkeypatch, finished)
+    main_report = tmp_path / "results" / "hw" / "report.md"
+    main_report.parent.mkdir(parents=True)
+    main_report.write_text("the benchmarks' report")
+    assert hw.run(False, rounds=2, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
+                  kind=hw.SHARE) == 0
+    req = asked[0][1]
+    # Only its probe: lb-share's programs on should_we_balance() would add
+    # to what funclatency times there.
+    assert list(req.plan.probes) == ["lb-share"] and req.prefix == "hw-share"
+    assert [a.name for a in req.arms] == ["series", "lbstats"]
+    assert req.plan.names() == list(hw.SHARE.bench)
+    record = json.loads((tmp_path / "hw-share" / hw.RUN_RECORD).read_text())
+    assert record["pass"] == "lb-share"
+    text = (tmp_path / "results" / "hw-share" / "report.md").read_text()
+    assert "SG_STATS_REUSE's rule" in text and "work/measure/hw-share-ARM-DATE" in text
+    # The benchmarks' pass keeps its record and report.
+    assert not (tmp_path / "hw" / hw.RUN_RECORD).exists()
+    assert main_report.read_text() == "the benchmarks' report"
+    assert hw.report_again(kind=hw.SHARE) == 0
+    with pytest.raises(Exception, match="no run to report on"):
+        hw.report_again()
+    plan = hw.plan_text([n.name for n in hw.KERNEL_NEEDS], 5, 1, 30, kind=hw.SHARE)
+    assert "2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
+
+
+def test_the_lb_share_pass_without_the_feature_repeats_the_reference():
+    here = [a for a in hw.ARMS if a.name != "lbstats"]
+    assert hw.default_arms(hw.SHARE, here) == ["series", "series-again"]
+    assert hw.default_arms(hw.MAIN, here) is None

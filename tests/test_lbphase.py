@@ -60,3 +60,65 @@ def test_probe_metrics_and_program():
         prog = probemod.PROBES["lb-phase"].bpftrace(method)
         assert "%" not in prog
     assert "@lbp_env[cpu] = (uint64)args->env;" in probemod.PROBES["lb-phase"].bpftrace("kfunc")
+
+
+def _share(cpu, name, jiffy, ms, busy_ms=256):
+    return f"@lbs_ev[{cpu}, {name}, {jiffy}, {busy_ms}, {int(ms * 1000000)}]: 1\n"
+
+
+def test_ttl_as_sg_lb_cache_ttl():
+    # 1/64 of the busy interval, rounded up to jiffies: the 96-CPU LLC of
+    # 2x12x8 (balance_interval 96, busy_factor 16) keeps sums 24 ms.
+    assert lbphase.ttl_jiffies(96 * 16, 250) == 6 and lbphase.ttl_jiffies(96 * 16, 1000) == 24
+    assert lbphase.ttl_jiffies(2 * 96 * 16, 250) == 12
+    assert lbphase.ttl_jiffies(16 * 16, 250) == 1 and lbphase.ttl_jiffies(16 * 16, 100) == 1
+    assert lbphase.ttl_jiffies(4 * 16, 250) == 1 and lbphase.ttl_jiffies(63, 250) == 0
+
+
+def test_hz_from_the_events():
+    ev = lbphase.parse_share_events(_share(0, "MC", 1000, 0) + _share(2, "MC", 1250, 1001))
+    assert lbphase.hz_of(ev) == 250
+    ev = lbphase.parse_share_events(_share(0, "MC", 1000, 0) + _share(2, "MC", 1999, 1000))
+    assert lbphase.hz_of(ev) == 1000
+    assert lbphase.hz_of(ev[:1]) == 250
+
+
+def test_share_replay_follows_the_rule():
+    spans = lbphase.parse_spans(SCHEDSTAT)
+    # MC of 4 CPUs at busy interval 256 ms: sums live 1 jiffy at HZ=250.
+    # cpu0 at jiffy 2 leaves sums for both cores, cpu2 at jiffy 3 takes both,
+    # cpu3 at jiffy 4 finds them expired (a take leaves the stamp), and cpu1
+    # at jiffy 4 takes those cpu3 left in the same jiffy.
+    text = (_share(0, "MC", 2, 9) + _share(2, "MC", 3, 13) + _share(3, "MC", 4, 17)
+            + _share(1, "MC", 4, 18))
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert (out["MC"].balances, out["MC"].reads, out["MC"].taken) == (4, 16, 8)
+    # The taker's own interval decides: at 512 ms (2 jiffies) jiffy 4 takes too.
+    text = (_share(0, "MC", 2, 9) + _share(2, "MC", 3, 13) + _share(3, "MC", 4, 17, 512))
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert out["MC"].taken == 8
+    # The lowest level keeps no sums; a CPU without spans is skipped.
+    text = _share(0, "SMT", 2, 9) + _share(9, "MC", 2, 9)
+    assert lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250) == {}
+
+
+def test_lb_share_probe():
+    events = _share(0, "MC", 2, 10.1) + _share(2, "MC", 3, 13) + _share(3, "MC", 6, 27)
+    # The map is printed when the window closes and again at exit.
+    text = "Attaching 2 probes...\n" + events + events + "@lbs_n: 3\n"
+    p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(p)
+    m = p.metrics
+    assert m["busy balances above the lowest level (MC)"].value == 3
+    assert m["group reads in busy balances (MC)"].value == 12
+    assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
+    assert not p.problems and not any("SMT" in k for k in m)
+    short = probemod.Parsed({"lbs_n": 4.0}, 3.0, text, schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(short)
+    assert short.problems and "3 events of 4" in short.problems[0]
+    nospan = probemod.Parsed({}, 3.0, text)
+    probemod.PROBES["lb-share"].parse(nospan)
+    assert nospan.problems == ["lb-share: no domain spans in /proc/schedstat"]
+    prog = probemod.PROBES["lb-share"].bpftrace("kprobe")
+    assert "%" not in prog and "@lbs_env[cpu] = (uint64)arg0;" in prog
+    assert "$e->idle == 0 && (uint64)$e->sd->child != 0" in prog

@@ -82,3 +82,16 @@ def test_the_stage_runs_every_arm_of_the_kit():
     from schedlab import hw
     assert rehearsal.every_arm() == tuple(a.name for a in hw.ARMS)
     assert set(rehearsal.SWITCH_PAIR) <= set(rehearsal.every_arm())
+
+
+def test_the_lb_share_pass_is_rehearsed_with_its_row():
+    req = rehearsal.RehearsalRequest(arms=rehearsal.SHARE_ARMS, share=True)
+    s = rehearsal.guest_script(req, Path("/b/.config"), Path("/w/guest"))
+    assert s.count("--lb-share") == 1 and "--arm lbstats" in s
+    marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
+    rows = "\n".join(f"| {a} | x | none | 1 of 1 |" for a in req.arms)
+    report = f"{rows}\n| stress-100 | cpu busy (%) |"
+    assert rehearsal.check(marks, report, req) == [
+        "the lb-share pass's report has no 'group reads sums could serve' row"]
+    report += "\n| stress-100 | group reads sums could serve (MC) (%) |"
+    assert rehearsal.check(marks, report, req) == []

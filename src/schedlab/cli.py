@@ -58,16 +58,22 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.code_only and not args.switch_proof:
         raise LabError("hw --code-only goes with --switch-proof")
     bench = args.bench.split(",") if args.bench else None
+    kind = hw.SHARE if args.lb_share else hw.MAIN
+    hw.refuse_unknown(args.arm, bench)
+    if args.lb_share and (args.c2c or args.switch_proof):
+        raise LabError("hw --lb-share is a pass of its own: without "
+                       + ("--c2c" if args.c2c else "--switch-proof"))
     if args.rehearse:
         from . import rehearsal
         if args.fresh:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
-        hw.pick(hw.ARMS, args.arm or list(rehearsal.ARMS), bench)   # refused before a build
+        arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.ARMS)
+        hw.pick(hw.ARMS, arms, bench)   # refused before a build
         req = rehearsal.RehearsalRequest(
-            args.topology, tuple(args.arm or rehearsal.ARMS),
+            args.topology, tuple(arms),
             tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args),
-            rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c,
+            rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
             timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
@@ -83,12 +89,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds,
-                         args.arm, bench))
+                         args.arm, bench, kind))
         return 0
     if args.report:
-        return hw.report_again(not args.no_plots)
+        return hw.report_again(not args.no_plots, kind)
     return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c)
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kind)
 
 
 def add_hw(sub: Sub) -> None:
@@ -98,6 +104,8 @@ def add_hw(sub: Sub) -> None:
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
 ./schedlab hw                              # the runs, then work/results/hw/report.md
 ./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
+./schedlab hw --lb-share                   # a pass of its own: how much SG_STATS_REUSE's sums
+                                           # could serve here (work/results/hw-share/report.md)
 ./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked
 ./schedlab hw --switch-proof               # on the lab host: each swb_state under icount against
                                            # the kernel built at its patch""")
@@ -139,6 +147,13 @@ def add_hw(sub: Sub) -> None:
                    help="also perf c2c in every run (modified-line loads, where the CPU "
                         "samples loads); its sampling changes what the other numbers "
                         "measure, so run it as a pass of its own")
+    p.add_argument("--lb-share", action="store_true",
+                   help="the lb-share pass instead of the benchmarks': every busy balance "
+                        "above the lowest level replayed under SG_STATS_REUSE's rule, how "
+                        "much of their reads the sums could serve with this machine's "
+                        "phases (arms series and lbstats, " + ", ".join(hw.SHARE.bench)
+                        + " by default; work/results/hw-share/; with --plan, --report, "
+                        "--rehearse)")
     p.add_argument("--no-plots", action="store_true",
                    help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
                         "makes the plots on the host with --report)")

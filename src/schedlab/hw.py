@@ -147,6 +147,39 @@ BENCHMARKS = ("stress-100", "stress-90", "stress-50",
               "perf-messaging", "perf-pipe", "tbench")
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One kind of kit run: its probes, the prefix of its result folders
+    (work/results/PREFIX-ARM/, the report in work/results/PREFIX/, its run
+    record in work/PREFIX/), the arms it runs by default (all this kernel
+    can run if none) and its benchmarks by default."""
+    name: str
+    probes: str
+    prefix: str
+    arms: Tuple[str, ...] = ()
+    bench: Tuple[str, ...] = BENCHMARKS
+    about: str = ""
+
+
+MAIN = Pass("main", PROBES, PREFIX)
+# `hw --lb-share`: how close in time the busy balances of a level come on
+# this machine, which decides what SG_STATS_REUSE can save (patch 9's
+# changelog leaves it to hardware).  A pass of its own: its probe on
+# should_we_balance() would add to the time funclatency measures there.  The
+# loads where every CPU is busy, and one with idle time.
+SHARE = Pass("lb-share", "lb-share", "hw-share", ("series", "lbstats"),
+             ("stress-100", "stress-90", "hackbench-process"),
+             "This is the kit's `--lb-share` pass. It records every busy balance above the "
+             "lowest sched domain level (CPU, level, jiffy, busy interval). It then replays "
+             "them under SG_STATS_REUSE's rule (patch 9): a busy balance leaves the sums of "
+             "the groups it read, and another busy balance of the level takes them within "
+             "1/64 of its busy interval. `group reads sums could serve (LEVEL)` is the share "
+             "of those balances' per-CPU reads the sums could have served. Moves are not "
+             "seen, so it is an upper bound of what the feature saves with this machine's "
+             "own balancing phases. The lbstats arm runs the feature itself.")
+PASSES = {p.name: p for p in (MAIN, SHARE)}
+
+
 def arms_here(present: Sequence[str]) -> Tuple[List[Arm], List[Arm]]:
     """The arms this kernel can run, and those it cannot (what they need is
     not in PRESENT, the names of the KernelNeeds found)."""
@@ -155,11 +188,11 @@ def arms_here(present: Sequence[str]) -> Tuple[List[Arm], List[Arm]]:
 
 
 def estimate(arms: int, rounds: int, runs: int, seconds: int,
-             benchmarks: Sequence[str] = BENCHMARKS) -> float:
+             benchmarks: Sequence[str] = BENCHMARKS, probe_list: str = PROBES) -> float:
     """The kit's duration: every arm's plan, every round (measure.py's estimate)."""
     from . import measure
     from . import plan as planmod
-    plan = planmod.make_plan(",".join(benchmarks), PROBES, runs=runs, seconds=seconds)
+    plan = planmod.make_plan(",".join(benchmarks), probe_list, runs=runs, seconds=seconds)
     return arms * rounds * measure.estimate_seconds(plan, accel="host")
 
 
@@ -395,16 +428,13 @@ def machine_record() -> dict:
 
 def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
               names: Optional[Sequence[str]] = None,
-              bench: Optional[Sequence[str]] = None) -> str:
-    """What `hw --plan` prints: the arms (NAMES only, if given), the
-    benchmarks (BENCH, default all), the duration here and, where this
-    kernel lacks arms, booted into the series."""
-    if names:
-        unknown = [n for n in names if n not in {a.name for a in ARMS}]
-        if unknown:
-            raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
-                           + ", ".join(a.name for a in ARMS))
-    bench = list(bench or BENCHMARKS)
+              bench: Optional[Sequence[str]] = None, kind: Pass = MAIN) -> str:
+    """What `hw --plan` prints: the arms (NAMES only, if given, else KIND's),
+    the benchmarks (BENCH, default KIND's), the duration here and, where
+    this kernel lacks arms, booted into the series."""
+    names = names or list(kind.arms)
+    refuse_unknown(names, bench)
+    bench = list(bench or kind.bench)
     ok, missing = arms_here(present)
     if names:
         ok = [a for a in ok if a.name in names]
@@ -416,7 +446,7 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
     lines.append("benchmarks: " + ", ".join(bench))
     for n, where in ((len(ok), "here"), (len(ok) + len(missing), "booted into the series")):
-        secs = estimate(n, rounds, runs, seconds, bench)
+        secs = estimate(n, rounds, runs, seconds, bench, kind.probes)
         lines.append(f"{n} arms x {rounds} rounds x {runs} run(s) x {len(bench)} benchmarks, "
                      f"{seconds}s each timed one, {where}: about {secs / 3600:.2f} h")
         if not missing:
@@ -424,31 +454,49 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     return "\n".join(lines)
 
 
+def default_arms(kind: Pass, here: Sequence[Arm]) -> Optional[List[str]]:
+    """KIND's arms where this kernel runs them (None: every arm here); where
+    it runs fewer than two, the reference's repeat joins."""
+    if not kind.arms:
+        return None
+    names = {a.name for a in here}
+    out = [n for n in kind.arms if n in names]
+    if len(out) < 2 and "series-again" in names:
+        out.append("series-again")
+    return out
+
+
+def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]]) -> None:
+    """Arm and benchmark names the kit does not know, refused before anything
+    is checked or run."""
+    unknown = [n for n in names or () if n not in {a.name for a in ARMS}]
+    if unknown:
+        raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
+                       + ", ".join(a.name for a in ARMS))
+    unknown = [b for b in bench or () if b not in BENCHMARKS + ("schbench",)]
+    if unknown:
+        raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
+                       + ", ".join(BENCHMARKS + ("schbench",)))
+
+
 def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
          bench: Optional[Sequence[str]]) -> Tuple[List[Arm], List[str]]:
     """The arms and benchmarks asked for (all by default); unknown names refused."""
+    refuse_unknown(names, bench)
     if names:
-        unknown = [n for n in names if n not in {a.name for a in ARMS}]
-        if unknown:
-            raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
-                           + ", ".join(a.name for a in ARMS))
         missing = [n for n in names if n not in {a.name for a in arms}]
         if missing:
             raise LabError(f"hw: this kernel cannot run the arm(s) {', '.join(missing)}")
         arms = [a for a in arms if a.name in names]
     if len(arms) < 2:
         raise LabError("hw: at least two arms: the reference and one to compare with it")
-    if bench:
-        unknown = [b for b in bench if b not in BENCHMARKS + ("schbench",)]
-        if unknown:
-            raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
-                           + ", ".join(BENCHMARKS + ("schbench",)))
     return list(arms), list(bench or BENCHMARKS)
 
 
 def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
             bench: Optional[Sequence[str]] = None, plots: bool = True, swb: bool = False,
-            on_start: Optional[Callable[[], None]] = None, c2c: bool = False):
+            on_start: Optional[Callable[[], None]] = None, c2c: bool = False,
+            kind: Pass = MAIN):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, rounds for boots, the arms' debugfs writes as knobs; with SWB
     (the kernel has the kit's switch) every arm without a state of its own
@@ -456,14 +504,15 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
     arm left behind."""
     from . import ab
     from . import plan as planmod
-    bench = list(bench or BENCHMARKS)
-    if "schbench" not in bench and shutil.which("schbench"):
+    bench = list(bench or kind.bench)
+    if kind is MAIN and "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
-    plan = planmod.make_plan(",".join(bench), probes(c2c), runs=runs, seconds=seconds,
+    plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c else ""),
+                             runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, swb)) for a in arms),
-                        prefix=PREFIX, boots=rounds, fresh=fresh, host=True,
+                        prefix=kind.prefix, boots=rounds, fresh=fresh, host=True,
                         timeout=3600, pairs=patch_pairs(arms), plots=plots,
                         on_start=on_start)
 
@@ -488,14 +537,14 @@ RUN_RECORD = "run.json"
 
 
 def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str],
-                swb: bool = False):
+                swb: bool = False, kind: Pass = MAIN):
     """The arms as the report shows them: the writes they made (with SWB the
     series' state too), their runs finished of those planned."""
     from . import hwreport
     from . import results as resmod
     planned = rounds * runs * len(bench)
     return [hwreport.ArmState(a.name, a.what, arm_knobs(a, swb),
-                              hwreport.runs_done(resmod.results_dir(f"{PREFIX}-{a.name}")),
+                              hwreport.runs_done(resmod.results_dir(f"{kind.prefix}-{a.name}")),
                               planned, a.before) for a in arms]
 
 
@@ -509,24 +558,26 @@ def report(record: dict, tables: bool = True) -> Path:
     byname = {a.name: a for a in ARMS}
     arms = [byname[n] for n in record["arms"] if n in byname]
     bench = record["bench"]
+    kind = PASSES.get(record.get("pass", MAIN.name), MAIN)
     if tables:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
                            bench=bench, plots=record.get("plots", True),
-                           swb=record.get("swb", False), c2c=record.get("c2c", False)),
+                           swb=record.get("swb", False), c2c=record.get("c2c", False),
+                           kind=kind),
                    tables_only=True)
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     machine = record.get("machine") or hwreport.load_json(work_dir() / "hw" / "machine.json")
-    path = hwreport.write(resmod.results_dir(PREFIX), machine,
+    path = hwreport.write(resmod.results_dir(kind.prefix), machine,
                           _arm_states(arms, record["rounds"], record["runs"], bench,
-                                      record.get("swb", False)),
+                                      record.get("swb", False), kind),
                           record["argv"], record.get("missing", ()),
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
                           | {"benchmarks": ", ".join(bench)},
-                          hwreport.probes_missing([resmod.results_dir(f"{PREFIX}-{a.name}")
-                                                   for a in arms]))
+                          hwreport.probes_missing([resmod.results_dir(f"{kind.prefix}-{a.name}")
+                                                   for a in arms]), kind.about)
     say(f"hw: the report: {path}")
     return path
 
@@ -543,15 +594,17 @@ def _clear_tables(folder: Path) -> None:
             shutil.rmtree(d)
 
 
-def report_again(plots: bool = True) -> int:
-    """`./schedlab hw --report`: the report of the last run, from what
+def report_again(plots: bool = True, kind: Pass = MAIN) -> int:
+    """`./schedlab hw --report`: the report of KIND's last run, from what
     finished; with PLOTS, whatever the run was told (a rehearsal's guest
     leaves the plots to the host)."""
     from . import hwreport
-    record = hwreport.load_json(work_dir() / "hw" / RUN_RECORD)
+    path = work_dir() / kind.prefix / RUN_RECORD
+    record = hwreport.load_json(path)
     if not record:
-        raise LabError(f"hw --report: no run to report on ({work_dir() / 'hw' / RUN_RECORD} "
-                       "is written when './schedlab hw' starts its runs)")
+        raise LabError(f"hw --report: no run to report on ({path} is written when "
+                       f"'./schedlab hw{'' if kind is MAIN else ' --' + kind.name}' starts "
+                       "its runs)")
     report(record | {"plots": plots})
     return 0
 
@@ -559,7 +612,7 @@ def report_again(plots: bool = True) -> int:
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
         bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
-        plots: bool = True, c2c: bool = False) -> int:
+        plots: bool = True, c2c: bool = False, kind: Pass = MAIN) -> int:
     """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
     pf = preflight()
     say("hw: what the kit needs here")
@@ -582,22 +635,25 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     from . import results as resmod
     present = kernel_pieces(DEBUG_SCHED)
     here, cannot = arms_here(present)
-    arms, bench = pick(here, arm_names, bench)
+    arms, bench = pick(here, arm_names or default_arms(kind, here), bench or kind.bench)
     swb = "swb_state" in present
     record: Dict[str, Any] = {}
     started: List[bool] = []
+    kind_out = work_dir() / kind.prefix
+    kind_out.mkdir(parents=True, exist_ok=True)
 
     def begin() -> None:
         """The request was accepted: this run's record, no earlier tables."""
-        (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
-        _clear_tables(resmod.results_dir(PREFIX))
+        (kind_out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        _clear_tables(resmod.results_dir(kind.prefix))
         started.append(True)
 
-    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin, c2c)
+    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin, c2c, kind)
     bench = [w.name for w in req.plan.workloads]
     record.update({"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
                    "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
                    "plots": plots, "swb": swb, "c2c": c2c, "machine": machine,
+                   "pass": kind.name,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})

@@ -149,7 +149,7 @@ def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
 def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence[str],
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
           settings: Optional[Dict[str, object]] = None,
-          probes_missing: Sequence[str] = ()) -> Path:
+          probes_missing: Sequence[str] = (), about: str = "") -> Path:
     """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
@@ -160,11 +160,14 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
               "Each arm is a state of one booted kernel, switched by the writes below; "
               "the arms ran interleaved, every arm once a round, so that what changes "
               "between rounds lands in every arm alike.", ""]
+    if about:
+        lines += [about, ""]
     lines += ["## The machine", "", *machine_section(machine)]
     lines += ["", "## How it was run", "", "```", shlex.join(list(argv)), "```"]
     if settings:
         lines += ["", ", ".join(f"{k}: {v}" for k, v in settings.items())]
-    lines += ["", "Each run's raw files are in `work/measure/hw-ARM-DATE/BENCHMARK-N/`: the "
+    lines += ["", "Each run's raw files are in "
+              f"`work/measure/{results.name}-ARM-DATE/BENCHMARK-N/`: the "
               "probes' output, funclatency's, perf stat's, and perf c2c's table by cache "
               "line (`c2c-report.txt`, which lines and functions the modified-line loads "
               "hit) where it recorded."]

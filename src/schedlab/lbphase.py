@@ -20,6 +20,17 @@ takes the groups to be the child domains' spans, which holds for two nodes.
 The same-pass share is the number of parent balances for which the same
 softirq pass had just balanced the child level for the same CPU (the only
 case where the local group's totals are fresh without another CPU).
+
+share_replay() asks the question of SG_STATS_REUSE (the series' lbstats
+topic) of the lb-share probe's events (guest/bt/lbshare.bt): the busy
+balances above the lowest level, each with its jiffy and its domain's busy
+interval.  A busy balance leaves the sums of every group whose runqueues it
+read with the group, and another busy balance of the level takes them while
+stamp <= jiffies <= stamp + ttl, ttl = msecs_to_jiffies(balance_interval *
+busy_factor / 64) of the taker's domain; a group taken from sums leaves
+their stamp as it was.  Moves, which make sums stale, are not seen: the
+share is an upper bound of what the feature serves, with the kernel's own
+phases, on any kernel.
 """
 
 from __future__ import annotations
@@ -30,6 +41,9 @@ from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
+_SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (\d+), (\d+), (\d+)\]: \d+\s*$")
+# CONFIG_HZ values the clock's ratio is rounded to
+HZ_VALUES = (100, 250, 300, 1000)
 
 
 @dataclass(frozen=True)
@@ -132,4 +146,72 @@ def level_names(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]]) -> List[str]
         for name, _ in doms:
             if name not in out:
                 out.append(name)
+    return out
+
+
+@dataclass(frozen=True)
+class ShareEvent:
+    cpu: int           # the CPU balanced for
+    name: str          # the domain's name
+    jiffies: int
+    busy_ms: int       # the domain's balance_interval * busy_factor then
+    ns: int
+
+
+def parse_share_events(text: str) -> List[ShareEvent]:
+    """lbshare.bt's events in time order, each once (the map is printed when
+    the window closes and again at exit)."""
+    out = set()
+    for line in text.splitlines():
+        m = _SHARE_KEY.match(line.strip())
+        if m:
+            out.add(ShareEvent(int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4)),
+                               int(m.group(5))))
+    return sorted(out, key=lambda e: (e.ns, e.cpu))
+
+
+def hz_of(events: Sequence[ShareEvent]) -> int:
+    """CONFIG_HZ from the events' jiffies against their clock, rounded to a
+    value the kernel offers; 250 when they span too little to tell."""
+    if len(events) < 2 or events[-1].ns - events[0].ns < 200000000:
+        return 250
+    rate = (events[-1].jiffies - events[0].jiffies) * 1e9 / (events[-1].ns - events[0].ns)
+    return min(HZ_VALUES, key=lambda hz: abs(hz - rate))
+
+
+def ttl_jiffies(busy_ms: int, hz: int) -> int:
+    """sg_lb_cache_ttl(): msecs_to_jiffies(busy interval / 64), rounded up."""
+    return -(-(busy_ms // 64) * hz // 1000)
+
+
+@dataclass
+class Shared:
+    balances: int = 0          # busy balances of the level (above the lowest)
+    reads: int = 0             # their per-CPU reads (the sum of their groups' weights)
+    taken: int = 0             # ... that sums left within their lifetime could serve
+
+
+def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
+                 hz: int = 0) -> Dict[str, Shared]:
+    """Per level name: see the module's text.  HZ: 0 to take it from the events."""
+    hz = hz or hz_of(events)
+    sums: Dict[Tuple[str, FrozenSet[int]], int] = {}    # (level, group) -> the sums' jiffy
+    out: Dict[str, Shared] = {}
+    for e in events:
+        doms = spans.get(e.cpu, [])
+        k = next((i for i, (name, _) in enumerate(doms) if name == e.name), None)
+        if not k:       # not in this CPU's spans, or its lowest level: no sums there
+            continue
+        groups = {frozenset(spans[c][k - 1][1]) for c in doms[k][1]
+                  if c in spans and len(spans[c]) > k - 1}
+        s = out.setdefault(e.name, Shared())
+        s.balances += 1
+        ttl = ttl_jiffies(e.busy_ms, hz)
+        for g in groups:
+            s.reads += len(g)
+            stamp = sums.get((e.name, g))
+            if stamp is not None and stamp <= e.jiffies <= stamp + ttl:
+                s.taken += len(g)
+            else:
+                sums[(e.name, g)] = e.jiffies
     return out

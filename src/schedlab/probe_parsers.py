@@ -251,14 +251,20 @@ def idle_name(idle: int) -> str:
     return parsers.IDLE_TYPES[idle] if idle < len(parsers.IDLE_TYPES) else f"idle type {idle}"
 
 
+def _checked_events(p: Parsed, probe: str, count: str, events: list) -> None:
+    """A balance-event probe's problems: events lost (fewer keys than the
+    COUNT map saw), or no spans to replay them against."""
+    if p.maps.get(count) and len(events) < p.maps[count]:
+        p.problems.append(f"{probe}: {len(events)} events of {p.maps[count]:.0f} balances "
+                          "(a full map, or two on one CPU in one ns)")
+    if events and not lbphase.parse_spans(p.schedstat):
+        p.problems.append(f"{probe}: no domain spans in /proc/schedstat")
+
+
 def lb_phase(p: Parsed) -> None:
     events = lbphase.parse_events(p.probe_out)
     spans = lbphase.parse_spans(p.schedstat)
-    if p.maps.get("lbp_n") and len(events) < p.maps["lbp_n"]:
-        p.problems.append(f"lb-phase: {len(events)} events of {p.maps['lbp_n']:.0f} balances "
-                          "(a full map, or two on one CPU in one ns)")
-    if events and not spans:
-        p.problems.append("lb-phase: no domain spans in /proc/schedstat")
+    _checked_events(p, "lb-phase", "lbp_n", events)
     for name, s in lbphase.replay(events, spans).items():
         p.metrics[f"busy balances computing group statistics ({name})"] = Metric(
             s.balances, "calls", "count", False)
@@ -271,6 +277,20 @@ def lb_phase(p: Parsed) -> None:
                 100.0 * c / s.reads, "%", "count", True)
             p.metrics[f"group reads fresh with write on miss, {w} ms ({name})"] = Metric(
                 100.0 * m / s.reads, "%", "count", True)
+
+
+def lb_share(p: Parsed) -> None:
+    """What SG_STATS_REUSE's rule could take from sums, per level above the
+    lowest: lbshare.bt's busy balances replayed (lbphase.share_replay())."""
+    events = lbphase.parse_share_events(p.probe_out)
+    _checked_events(p, "lb-share", "lbs_n", events)
+    for name, s in lbphase.share_replay(events, lbphase.parse_spans(p.schedstat)).items():
+        p.metrics[f"busy balances above the lowest level ({name})"] = Metric(
+            s.balances, "calls", "count", False)
+        p.metrics[f"group reads in busy balances ({name})"] = Metric(
+            s.reads, "reads", "count", False)
+        p.metrics[f"group reads sums could serve ({name})"] = Metric(
+            100.0 * s.taken / s.reads, "%", "count", True)
 
 
 def lb_reads(p: Parsed) -> None:

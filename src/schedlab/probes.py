@@ -203,8 +203,8 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
                       per_domain=True)),
           pp.migrate, "migrate"),
     Probe("lb-phase", "busy and idle balances that compute group statistics, by CPU, level, "
-                      "softirq pass and time: how often a parent level finds its groups' totals fresh "
-                      "(lbphase.py)",
+                      "softirq pass and time: how often a parent level finds its groups' totals "
+                      "fresh (lbphase.py)",
           ("should_we_balance", "sched_balance_softirq"), ("lbp_n", "lbp_ev"),
           (MetricSpec("busy balances computing group statistics", "calls", per_domain=True),
            MetricSpec("busy balances with a same-pass child balance", "%", headline=True,
@@ -214,6 +214,16 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            *(MetricSpec(f"group reads fresh with write on miss, {w} ms", "%", headline=True,
                         per_domain=True) for w in lbphase.WINDOWS_MS)),
           pp.lb_phase, "lbphase", (("%ENV%", "args->env", "arg0"),)),
+    Probe("lb-share", "busy balances above the lowest level that compute group statistics, "
+                      "by CPU, level, jiffy and busy interval, replayed under SG_STATS_REUSE's "
+                      "rule: the share of their group reads that sums another busy balance of "
+                      "the level left within their lifetime could serve; moves not seen, an "
+                      "upper bound, on any kernel (lbphase.py)",
+          ("should_we_balance",), ("lbs_n", "lbs_ev"),
+          (MetricSpec("busy balances above the lowest level", "calls", per_domain=True),
+           MetricSpec("group reads in busy balances", "reads", per_domain=True),
+           MetricSpec("group reads sums could serve", "%", headline=True, per_domain=True)),
+          pp.lb_share, "lbshare", (("%ENV%", "args->env", "arg0"),)),
     Probe("lb-reads", "runqueues read to compute group statistics (cpu_util_cfs() calls "
                       "inside sched_balance_find_src_group()), per balance, by level and "
                       "idle type",

@@ -14,7 +14,9 @@ report with the plots from what the guest left, and checks it:
   after the kit's runs (the kit puts every knob back: 4, the series');
 - nothing the kit started is left running in the guest after it;
 - the switch took effect: swb_state 0 (v7.3's scan) probes more CPUs per
-  should_we_balance() call than the series under load on every CPU.
+  should_we_balance() call than the series under load on every CPU;
+- with --lb-share (the kit's pass of that name), the report has the share
+  of the busy balances' reads that SG_STATS_REUSE's sums could serve.
 
 What it proves is the path, not a number: one 3 s run per arm under TCG
 measures nothing about the patches.
@@ -37,6 +39,9 @@ from .spec import BuildSpec, TreeSpec, built
 from .util import LabError, repo_dir, say, work_dir
 
 ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
+SHARE_ARMS = ("series", "lbstats")
+# What the --lb-share pass's report must show: at the level above SMT.
+SHARE_METRIC = "group reads sums could serve"
 BENCH = ("stress-100",)
 # The switch took effect: under load on every CPU, v7.3's should_we_balance()
 # (swb_state 0) probes more CPUs per call than the series' (the KUnit tables
@@ -60,6 +65,7 @@ class RehearsalRequest:
     rounds: int = 1
     runs: int = 1
     c2c: bool = False
+    share: bool = False         # the kit's --lb-share pass
     timeout: float = 5400
     memory: int = 4096
 
@@ -89,7 +95,7 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
           "--runs", str(req.runs), "--seconds", str(req.seconds),
           "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
-              ["--c2c"] if req.c2c else [])
+              ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else [])
     for a in req.arms:
         hw += ["--arm", a]
     left = "|".join(LEFTOVERS)
@@ -161,6 +167,8 @@ def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str
             problems.append(f"benchmark {b}: no row in the report")
     if "Not compared yet" in report:
         problems.append("a pair was not compared")
+    if req.share and SHARE_METRIC not in report:
+        problems.append(f"the lb-share pass's report has no '{SHARE_METRIC}' row")
     return problems
 
 
@@ -204,14 +212,15 @@ def run(req: RehearsalRequest) -> Outcome:
     marks = parse_marks(res.output)
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
     report = ""
+    kind = hw.SHARE if req.share else hw.MAIN
     with _work(guest_work):
         try:
-            hw.report_again(plots=True)
-            report = (guest_work / "results" / "hw" / hwreport.REPORT).read_text()
+            hw.report_again(plots=True, kind=kind)
+            report = (guest_work / "results" / kind.prefix / hwreport.REPORT).read_text()
         except (LabError, OSError) as e:
             say(f"  rehearsal: no report ({e})")
     problems = check(marks, report, req)
-    switch = switch_values(guest_work / "results", req.bench[0])
+    switch = {} if req.share else switch_values(guest_work / "results", req.bench[0])
     if switch:
         say("  rehearsal: " + SWITCH_METRIC + ": " +
             ", ".join(f"{a} {v:.3f}" for a, v in switch.items()))
