@@ -62,8 +62,10 @@ def test_probe_metrics_and_program():
     assert "@lbp_env[cpu] = (uint64)args->env;" in probemod.PROBES["lb-phase"].bpftrace("kfunc")
 
 
-def _share(cpu, name, jiffy, ms, busy_ms=256):
-    return f"@lbs_ev[{cpu}, {name}, {jiffy}, {busy_ms}, {int(ms * 1000000)}]: 1\n"
+def _share(cpu, name, jiffy, busy_ms=256, last_balance=0, off_us=100):
+    """A busy balance OFF_US after the tick of JIFFY (HZ=250)."""
+    return (f"@lbs_ev[{cpu}, {name}, {last_balance}, {busy_ms}, "
+            f"{jiffy * 4000000 + off_us * 1000}]: 1\n")
 
 
 def test_ttl_as_sg_lb_cache_ttl():
@@ -75,12 +77,32 @@ def test_ttl_as_sg_lb_cache_ttl():
     assert lbphase.ttl_jiffies(4 * 16, 250) == 1 and lbphase.ttl_jiffies(63, 250) == 0
 
 
-def test_hz_from_the_events():
-    ev = lbphase.parse_share_events(_share(0, "MC", 1000, 0) + _share(2, "MC", 1250, 1001))
-    assert lbphase.hz_of(ev) == 250
-    ev = lbphase.parse_share_events(_share(0, "MC", 1000, 0) + _share(2, "MC", 1999, 1000))
-    assert lbphase.hz_of(ev) == 1000
-    assert lbphase.hz_of(ev[:1]) == 250
+def test_hz_from_last_balance_against_the_clock():
+    # 30 balances over 3 s (HZ=250: 750 jiffies), last_balance a few jiffies
+    # behind; the same clock at 1000 jiffies a second.
+    for hz in (250, 1000, 100):
+        text = "".join(_share(0, "MC", j * 25, last_balance=(j * 25 - j % 3) * hz // 250)
+                       for j in range(30))
+        assert lbphase.hz_of(lbphase.parse_share_events(text)) == hz
+    short = lbphase.parse_share_events("".join(_share(0, "MC", j, last_balance=j * 4)
+                                               for j in range(30)))
+    assert lbphase.hz_of(short) == 250      # 120 ms: too short to tell
+
+
+def test_jiffies_on_the_tick_grid():
+    # Balances run in the softirq after a tick: offsets 1.5-1.7 ms into the
+    # clock's 4 ms periods mean the ticks fall at 1.5 ms.
+    text = "".join(_share(0, "MC", j, off_us=1500 + 50 * (j % 5)) for j in range(10))
+    events = lbphase.parse_share_events(text)
+    assert lbphase.tick_phase(events, 4000000) == 1500000
+    assert lbphase.jiffies_of(events, 250) == list(range(10))
+    # A cluster across the clock's period boundary: ticks at 3.9 ms, and
+    # the balances 0.2 ms after one belong to its jiffy.
+    text = "".join(_share(0, "MC", j, off_us=3900) + _share(1, "MC", j + 1, off_us=100)
+                   for j in range(0, 10, 2))
+    events = lbphase.parse_share_events(text)
+    assert lbphase.tick_phase(events, 4000000) == 3900000
+    assert lbphase.jiffies_of(events, 250) == [j for j in range(0, 10, 2) for _ in (0, 1)]
 
 
 def test_share_replay_follows_the_rule():
@@ -89,21 +111,21 @@ def test_share_replay_follows_the_rule():
     # cpu0 at jiffy 2 leaves sums for both cores, cpu2 at jiffy 3 takes both,
     # cpu3 at jiffy 4 finds them expired (a take leaves the stamp), and cpu1
     # at jiffy 4 takes those cpu3 left in the same jiffy.
-    text = (_share(0, "MC", 2, 9) + _share(2, "MC", 3, 13) + _share(3, "MC", 4, 17)
-            + _share(1, "MC", 4, 18))
+    text = (_share(0, "MC", 2) + _share(2, "MC", 3) + _share(3, "MC", 4)
+            + _share(1, "MC", 4, off_us=300))
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert (out["MC"].balances, out["MC"].reads, out["MC"].taken) == (4, 16, 8)
     # The taker's own interval decides: at 512 ms (2 jiffies) jiffy 4 takes too.
-    text = (_share(0, "MC", 2, 9) + _share(2, "MC", 3, 13) + _share(3, "MC", 4, 17, 512))
+    text = _share(0, "MC", 2) + _share(2, "MC", 3) + _share(3, "MC", 4, busy_ms=512)
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert out["MC"].taken == 8
     # The lowest level keeps no sums; a CPU without spans is skipped.
-    text = _share(0, "SMT", 2, 9) + _share(9, "MC", 2, 9)
+    text = _share(0, "SMT", 2) + _share(9, "MC", 2)
     assert lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250) == {}
 
 
 def test_lb_share_probe():
-    events = _share(0, "MC", 2, 10.1) + _share(2, "MC", 3, 13) + _share(3, "MC", 6, 27)
+    events = _share(0, "MC", 2) + _share(2, "MC", 3) + _share(3, "MC", 6)
     # The map is printed when the window closes and again at exit.
     text = "Attaching 2 probes...\n" + events + events + "@lbs_n: 3\n"
     p = probemod.Parsed(parsers.bpftrace_maps(text), 3.0, text, schedstat=SCHEDSTAT)

@@ -90,7 +90,9 @@ def test_the_lb_share_pass_is_rehearsed_with_its_row():
     assert s.count("--lb-share") == 1 and "--arm lbstats" in s
     marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
     rows = "\n".join(f"| {a} | x | none | 1 of 1 |" for a in req.arms)
-    report = f"{rows}\n| stress-100 | cpu busy (%) |"
+    # The report's text names the metric; only a table row counts.
+    report = (f"`{rehearsal.SHARE_METRIC} (LEVEL)` is the share\n{rows}\n"
+              "| stress-100 | cpu busy (%) |")
     assert rehearsal.check(marks, report, req) == [
         "the lb-share pass's report has no 'group reads sums could serve' row"]
     report += "\n| stress-100 | group reads sums could serve (MC) (%) |"

@@ -23,9 +23,10 @@ case where the local group's totals are fresh without another CPU).
 
 share_replay() asks the question of SG_STATS_REUSE (the series' lbstats
 topic) of the lb-share probe's events (guest/bt/lbshare.bt): the busy
-balances above the lowest level, each with its jiffy and its domain's busy
-interval.  A busy balance leaves the sums of every group whose runqueues it
-read with the group, and another busy balance of the level takes them while
+balances above the lowest level, each with its time and its domain's busy
+interval; their jiffies are counted on the tick's grid (jiffies_of()).
+A busy balance leaves the sums of every group whose runqueues it read with
+the group, and another busy balance of the level takes them while
 stamp <= jiffies <= stamp + ttl, ttl = msecs_to_jiffies(balance_interval *
 busy_factor / 64) of the taker's domain; a group taken from sums leaves
 their stamp as it was.  Moves, which make sums stale, are not seen: the
@@ -153,7 +154,7 @@ def level_names(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]]) -> List[str]
 class ShareEvent:
     cpu: int           # the CPU balanced for
     name: str          # the domain's name
-    jiffies: int
+    last_balance: int  # the domain's last_balance (jiffies) when it was balanced
     busy_ms: int       # the domain's balance_interval * busy_factor then
     ns: int
 
@@ -171,12 +172,37 @@ def parse_share_events(text: str) -> List[ShareEvent]:
 
 
 def hz_of(events: Sequence[ShareEvent]) -> int:
-    """CONFIG_HZ from the events' jiffies against their clock, rounded to a
-    value the kernel offers; 250 when they span too little to tell."""
-    if len(events) < 2 or events[-1].ns - events[0].ns < 200000000:
+    """CONFIG_HZ from the domains' last_balance (jiffies, one balance
+    interval behind at most) against the clock, between the first and the
+    last tenth of the events, rounded to a value the kernel offers; 250
+    where they span less than 2 s or fewer than 20 events."""
+    if len(events) < 20 or events[-1].ns - events[0].ns < 2000000000:
         return 250
-    rate = (events[-1].jiffies - events[0].jiffies) * 1e9 / (events[-1].ns - events[0].ns)
-    return min(HZ_VALUES, key=lambda hz: abs(hz - rate))
+    k = len(events) // 10
+    head, tail = events[:k], events[-k:]
+    jif = sum(e.last_balance for e in tail) / k - sum(e.last_balance for e in head) / k
+    ns = sum(e.ns for e in tail) / k - sum(e.ns for e in head) / k
+    return min(HZ_VALUES, key=lambda hz: abs(hz - jif * 1e9 / ns))
+
+
+def tick_phase(events: Sequence[ShareEvent], tick_ns: int) -> int:
+    """Where the ticks fall on the clock, modulo TICK_NS: balancing runs in
+    the softirq right after a tick, so the events' offsets in the tick
+    cluster after it, and the widest gap between offsets (around the
+    circle) ends at the tick."""
+    offs = sorted({e.ns % tick_ns for e in events})
+    if not offs:
+        return 0
+    gaps = [(b - a, b) for a, b in zip(offs, offs[1:])]
+    gaps.append((offs[0] + tick_ns - offs[-1], offs[0]))
+    return max(gaps)[1]
+
+
+def jiffies_of(events: Sequence[ShareEvent], hz: int) -> List[int]:
+    """Each event's jiffy, counted on the tick's grid from the clock."""
+    tick_ns = (1000000000 + hz // 2) // hz         # the kernel's TICK_NSEC
+    phase = tick_phase(events, tick_ns)
+    return [(e.ns - phase) // tick_ns for e in events]
 
 
 def ttl_jiffies(busy_ms: int, hz: int) -> int:
@@ -197,7 +223,7 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
     hz = hz or hz_of(events)
     sums: Dict[Tuple[str, FrozenSet[int]], int] = {}    # (level, group) -> the sums' jiffy
     out: Dict[str, Shared] = {}
-    for e in events:
+    for e, now in zip(events, jiffies_of(events, hz)):
         doms = spans.get(e.cpu, [])
         k = next((i for i, (name, _) in enumerate(doms) if name == e.name), None)
         if not k:       # not in this CPU's spans, or its lowest level: no sums there
@@ -210,8 +236,8 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         for g in groups:
             s.reads += len(g)
             stamp = sums.get((e.name, g))
-            if stamp is not None and stamp <= e.jiffies <= stamp + ttl:
+            if stamp is not None and stamp <= now <= stamp + ttl:
                 s.taken += len(g)
             else:
-                sums[(e.name, g)] = e.jiffies
+                sums[(e.name, g)] = now
     return out

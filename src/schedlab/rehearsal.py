@@ -167,7 +167,7 @@ def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str
             problems.append(f"benchmark {b}: no row in the report")
     if "Not compared yet" in report:
         problems.append("a pair was not compared")
-    if req.share and SHARE_METRIC not in report:
+    if req.share and f"| {SHARE_METRIC} (" not in report:
         problems.append(f"the lb-share pass's report has no '{SHARE_METRIC}' row")
     return problems
 
