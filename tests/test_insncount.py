@@ -165,3 +165,13 @@ def test_a_part_within_a_symbol_counts_that_instance_only():
 def test_the_measure_integration_leaves_insns_out():
     from schedlab import pipeline
     assert "insns" not in pipeline.INTEGRATION.probes
+
+
+def test_the_lookup_is_counted_at_either_readers_first_line():
+    # v14's reader began with raw_read_seqcount(), v15's with the try; a
+    # part whose PER matches no line counts no executions (v15's first run).
+    import re
+    lookup = next(p for p in ic.PARTS if p.name == "cache lookup")
+    per = re.compile(lookup.per)
+    assert per.search("\tseq = raw_read_seqcount(&cache->seq);")
+    assert per.search("\tif (!raw_seqcount_try_begin(&cache->seq, seq))")
