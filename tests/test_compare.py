@@ -192,6 +192,12 @@ def test_headline_of_other_probes_and_the_fallback(tmp_path):
           row("stress-100", "group statistics computed, busy (MC)")]
     assert [r.metric for r in c.headline(rs)] == [
         "runqueue reads per busy balance (MC)", "runqueue reads per busy balance (PKG)"]
+    # lb-share's per-level share beside the workload's result (the kit's pass)
+    rs = [row("stress-100", "stress-ng cpu bogo-ops/s"),
+          row("stress-100", "group reads sums could serve (MC)", "%"),
+          row("stress-100", "group reads in busy balances (MC)", "reads")]
+    assert [r.metric for r in c.headline(rs)] == [
+        "stress-ng cpu bogo-ops/s", "group reads sums could serve (MC)"]
     # a meaning that does not fit whole is left out, with the ones after it
     many = [row(f"w{i}", "stress-ng cpu bogo-ops/s") for i in range(8)]
     many += [row(f"w{i}", "sched_balance_rq newidle calls per s") for i in range(8)]
