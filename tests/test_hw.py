@@ -46,17 +46,59 @@ def test_a_distribution_kernel_is_refused_with_each_piece_named(tmp_path):
     assert all(c.fix for c in missing)
 
 
-def test_cache_aware_scheduling_on_is_named_without_refusing(tmp_path):
+def _domains(d, levels):
+    """cpu0's domains in debugfs: (min_interval, flags) bottom-up."""
+    for i, (weight, flags) in enumerate(levels):
+        dom = d / "domains" / "cpu0" / f"domain{i}"
+        dom.mkdir(parents=True)
+        (dom / "min_interval").write_text(f"{weight}\n")
+        (dom / "flags").write_text(flags + " \n")
+
+
+LLC = "SD_BALANCE_NEWIDLE SD_SHARE_LLC"
+
+
+def _llc_checks(d):
+    return [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+
+
+def test_cache_aware_scheduling_active_is_named_without_refusing(tmp_path):
     d = _debugfs(tmp_path, "NO_SG_STATS_REUSE\n")
-    assert not [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    assert not _llc_checks(d)
     (d / "llc_balancing").mkdir()
     (d / "llc_balancing" / "enabled").write_text("1\n")
-    llc = [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    # Two sockets of 2 SMT4 cores, one LLC each: the LLC domain has a parent.
+    _domains(d, [(4, "SD_SHARE_CPUCAPACITY " + LLC), (8, LLC), (16, "SD_NUMA")])
+    llc = _llc_checks(d)
     assert len(llc) == 1 and llc[0].ok
-    assert "SG_STATS_REUSE keeps no sums" in llc[0].detail and "write 0" in llc[0].fix
+    assert "several LLCs" in llc[0].detail and "SG_STATS_REUSE keeps no sums" in llc[0].detail
+    assert "write 0" in llc[0].fix
+    assert hw._llc_record(d) == "1 (active: several LLCs)"
     (d / "llc_balancing" / "enabled").write_text("0\n")
-    llc = [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+    llc = _llc_checks(d)
     assert llc[0].ok and "measures the reuse" in llc[0].detail and not llc[0].fix
+    assert hw._llc_record(d) == "0"
+
+
+def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
+    # One socket, one LLC (the lab's smt8): the switch reads 1 and is not
+    # active, so the reuse keeps its sums and the lbstats arm measures it.
+    d = _debugfs(tmp_path, "NO_SG_STATS_REUSE\n")
+    (d / "llc_balancing").mkdir()
+    (d / "llc_balancing" / "enabled").write_text("1\n")
+    _domains(d, [(8, "SD_SHARE_CPUCAPACITY " + LLC), (16, LLC)])
+    llc = _llc_checks(d)
+    assert "not active" in llc[0].detail and "measures the reuse" in llc[0].detail
+    assert not llc[0].fix and hw._llc_record(d) == "1 (not active)"
+    assert hw.several_llcs(d) is False
+    # No domains in debugfs: it may be active; the note says how to be sure.
+    (tmp_path / "b").mkdir()
+    d2 = _debugfs(tmp_path / "b", "NO_SG_STATS_REUSE\n")
+    (d2 / "llc_balancing").mkdir()
+    (d2 / "llc_balancing" / "enabled").write_text("1\n")
+    llc = _llc_checks(d2)
+    assert "does not show" in llc[0].detail and "write 0" in llc[0].fix
+    assert hw.several_llcs(d2) is None
 
 
 def test_no_debugfs_and_no_config_say_so(tmp_path):
@@ -419,8 +461,9 @@ def test_the_report_names_the_measurements_this_machine_could_not_take(tmp_path)
 
 
 def test_the_report_names_cache_aware_scheduling_when_recorded():
-    rows = "\n".join(hwreport.machine_section({"model": "box", "llc_balancing": "1"}))
-    assert "cache aware scheduling" in rows and "| 1 |" in rows
+    rows = "\n".join(hwreport.machine_section({"model": "box",
+                                               "llc_balancing": "1 (not active)"}))
+    assert "cache aware scheduling" in rows and "| 1 (not active) |" in rows
     assert "cache aware scheduling" not in "\n".join(hwreport.machine_section({"model": "box"}))
 
 

@@ -263,25 +263,64 @@ def kernel_pieces(debug_sched: Path) -> List[str]:
 # Cache aware scheduling (CONFIG_SCHED_CACHE), on by default on machines
 # with several LLCs: while it is on, SG_STATS_REUSE keeps and uses no sums.
 LLC_BALANCING = Path("llc_balancing") / "enabled"
+CPU0_DOMAINS = Path("domains") / "cpu0"
+
+
+def several_llcs(debug_sched: Path) -> Optional[bool]:
+    """Whether cpu0's topmost LLC domain (SD_SHARE_LLC) has a parent: what
+    7.3's build_sched_domains() asks (sd_in_multi_llcs()) before cache aware
+    scheduling can be active at all, whatever llc_balancing/enabled says.
+    The parent is wider: sd_init() sets min_interval to the span's weight.
+    None where debugfs shows no domains."""
+    doms = sorted((debug_sched / CPU0_DOMAINS).glob("domain*"),
+                  key=lambda p: int(p.name[len("domain"):] or 0))
+    try:
+        flags = [(d / "flags").read_text().split() for d in doms]
+        weights = [int((d / "min_interval").read_text()) for d in doms]
+    except (OSError, ValueError):
+        return None
+    if not doms:
+        return None
+    llc = [i for i, f in enumerate(flags) if "SD_SHARE_LLC" in f]
+    return bool(llc) and any(w > weights[llc[-1]] for w in weights[llc[-1] + 1:])
+
+
+def llc_balancing_state(debug_sched: Path) -> Tuple[str, Optional[bool]]:
+    """llc_balancing/enabled as written ("" without the switch) and whether
+    cache aware scheduling is active: the switch on and several LLCs (None
+    where it cannot be told)."""
+    try:
+        text = (debug_sched / LLC_BALANCING).read_text().strip()
+    except OSError:
+        return "", None
+    if text not in ("1", "Y", "y"):
+        return text, False
+    several = several_llcs(debug_sched)
+    return text, None if several is None else several
 
 
 def check_llc_balancing(debug_sched: Path) -> Optional[Check]:
     """Whether the lbstats arm can measure anything here: a note (never a
-    failure) when cache aware scheduling is on; None where the kernel has
-    no such switch."""
-    try:
-        text = (debug_sched / LLC_BALANCING).read_text().strip()
-    except OSError:
+    failure) when cache aware scheduling is active, or may be; None where
+    the kernel has no such switch."""
+    text, active = llc_balancing_state(debug_sched)
+    if not text:
         return None
-    on = text in ("1", "Y", "y")
-    detail = (f"{debug_sched / LLC_BALANCING} is {text}: "
-              + ("on, so SG_STATS_REUSE keeps no sums and the lbstats arm measures the "
-                 "feature's static branch only" if on else "off, the lbstats arm measures "
-                 "the reuse"))
+    where = debug_sched / LLC_BALANCING
+    if active is False:
+        why = ("with one LLC it is not active (7.3 turns it on only where the LLC domain "
+               "has a parent)" if text in ("1", "Y", "y") else "off")
+        return Check("cache aware scheduling", True,
+                     f"{where} is {text}, {why}: the lbstats arm measures the reuse")
+    detail = (f"{where} is {text} and "
+              + ("this machine has several LLCs, so cache aware scheduling is active: "
+                 if active else "debugfs does not show whether there are several LLCs: if "
+                 "there are, cache aware scheduling is active and ")
+              + "SG_STATS_REUSE keeps no sums, the lbstats arm measures the feature's "
+              "static branch only")
     return Check("cache aware scheduling", True, detail,
-                 f"to measure the reuse, write 0 to {debug_sched / LLC_BALANCING} before "
-                 "the kit (every arm then runs without cache aware scheduling), and say "
-                 "so with the report" if on else "")
+                 f"to measure the reuse, write 0 to {where} before the kit (every arm then "
+                 "runs without cache aware scheduling), and say so with the report")
 
 
 def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
@@ -403,6 +442,15 @@ def _read(path: str) -> str:
         return ""
 
 
+def _llc_record(debug_sched: Path) -> str:
+    """The report's value: the switch and whether it is active ("" without it)."""
+    text, active = llc_balancing_state(debug_sched)
+    if not text:
+        return ""
+    return text + {True: " (active: several LLCs)", False: " (not active)" if text in (
+        "1", "Y", "y") else "", None: " (several LLCs or not: unknown)"}[active]
+
+
 def machine_record() -> dict:
     """What the report says about the machine; what is unreadable is left empty."""
     conf = config_text()
@@ -421,8 +469,8 @@ def machine_record() -> dict:
         "model": model,
         "firmware": _read("/sys/class/dmi/id/bios_version").strip()
         or _read("/proc/device-tree/openprom/model").strip("\0\n"),
-        # while it is on, the lbstats arm measures only SG_STATS_REUSE's branch
-        "llc_balancing": _read(str(DEBUG_SCHED / LLC_BALANCING)).strip(),
+        # while it is active, the lbstats arm measures only SG_STATS_REUSE's branch
+        "llc_balancing": _llc_record(DEBUG_SCHED),
     }
 
 

@@ -79,8 +79,8 @@ def machine_section(machine: dict) -> List[str]:
             ("sockets", first.get("Socket(s)", "")),
             ("NUMA nodes", first.get("NUMA node(s)", "")),
             ("firmware", machine.get("firmware", "")),
-            ("cache aware scheduling (llc_balancing/enabled; on: SG_STATS_REUSE keeps "
-             "no sums)", machine.get("llc_balancing", "")),
+            ("cache aware scheduling (llc_balancing/enabled; active, with several LLCs: "
+             "SG_STATS_REUSE keeps no sums)", machine.get("llc_balancing", "")),
             ("kernel", machine.get("kernel", "")),
             ("config hash", machine.get("config_hash", ""))]
     out = ["| | |", "|---|---|"]
