@@ -58,8 +58,19 @@ def _domains(d, levels):
 LLC = "SD_BALANCE_NEWIDLE SD_SHARE_LLC"
 
 
-def _llc_checks(d):
-    return [c for c in hw.check_kernel(d, SERIES_CONFIG) if c.name == "cache aware scheduling"]
+def _llc_checks(d, cpu_dir=None):
+    return [c for c in hw.check_kernel(d, SERIES_CONFIG, cpu_dir or d / "no-cpus")
+            if c.name == "cache aware scheduling"]
+
+
+def _caches(root, llc, online):
+    """cpu0's last cache level shared with LLC, and the ONLINE CPUs (sysfs)."""
+    (root / "cpu0" / "cache" / "index3").mkdir(parents=True)
+    (root / "cpu0" / "cache" / "index1").mkdir()
+    (root / "cpu0" / "cache" / "index3" / "shared_cpu_list").write_text(llc + "\n")
+    (root / "cpu0" / "cache" / "index1" / "shared_cpu_list").write_text("0,8\n")
+    (root / "online").write_text(online + "\n")
+    return root
 
 
 def test_cache_aware_scheduling_active_is_named_without_refusing(tmp_path):
@@ -73,11 +84,11 @@ def test_cache_aware_scheduling_active_is_named_without_refusing(tmp_path):
     assert len(llc) == 1 and llc[0].ok
     assert "several LLCs" in llc[0].detail and "SG_STATS_REUSE keeps no sums" in llc[0].detail
     assert "write 0" in llc[0].fix
-    assert hw._llc_record(d) == "1 (active: several LLCs)"
+    assert hw._llc_record(d, tmp_path / "none") == "1 (active: several LLCs)"
     (d / "llc_balancing" / "enabled").write_text("0\n")
     llc = _llc_checks(d)
     assert llc[0].ok and "measures the reuse" in llc[0].detail and not llc[0].fix
-    assert hw._llc_record(d) == "0"
+    assert hw._llc_record(d, tmp_path / "none") == "0"
 
 
 def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
@@ -89,16 +100,21 @@ def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
     _domains(d, [(8, "SD_SHARE_CPUCAPACITY " + LLC), (16, LLC)])
     llc = _llc_checks(d)
     assert "not active" in llc[0].detail and "measures the reuse" in llc[0].detail
-    assert not llc[0].fix and hw._llc_record(d) == "1 (not active)"
-    assert hw.several_llcs(d) is False
-    # No domains in debugfs: it may be active; the note says how to be sure.
+    assert not llc[0].fix and hw._llc_record(d, tmp_path / "none") == "1 (not active)"
+    assert hw.several_llcs(d, tmp_path / "none") is False
+    # No domains in debugfs (sched/verbose off, the default): sysfs's cache
+    # levels say, and where they do not, it may be active.
     (tmp_path / "b").mkdir()
     d2 = _debugfs(tmp_path / "b", "NO_SG_STATS_REUSE\n")
     (d2 / "llc_balancing").mkdir()
     (d2 / "llc_balancing" / "enabled").write_text("1\n")
     llc = _llc_checks(d2)
-    assert "does not show" in llc[0].detail and "write 0" in llc[0].fix
-    assert hw.several_llcs(d2) is None
+    assert "nor sysfs shows" in llc[0].detail and "write 0" in llc[0].fix
+    assert hw.several_llcs(d2, tmp_path / "none") is None
+    two = _caches(tmp_path / "two", "0-7", "0-15")
+    assert hw.several_llcs(d2, two) is True and hw._llc_record(d2, two).endswith("several LLCs)")
+    one = _caches(tmp_path / "one", "0-15", "0-15")
+    assert hw.several_llcs(d2, one) is False and "not active" in _llc_checks(d2, one)[0].detail
 
 
 def test_no_debugfs_and_no_config_say_so(tmp_path):

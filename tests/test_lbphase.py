@@ -115,6 +115,11 @@ def test_share_replay_follows_the_rule():
             + _share(1, "MC", 4, off_us=300))
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert (out["MC"].balances, out["MC"].reads, out["MC"].taken) == (4, 16, 8)
+    assert out["MC"].taken_other == 8
+    # A CPU's retry in the same jiffy takes its own sums: not another CPU's.
+    text = _share(0, "MC", 2) + _share(0, "MC", 2, off_us=300)
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert (out["MC"].taken, out["MC"].taken_other) == (4, 0)
     # The taker's own interval decides: at 512 ms (2 jiffies) jiffy 4 takes too.
     text = _share(0, "MC", 2) + _share(2, "MC", 3) + _share(3, "MC", 4, busy_ms=512)
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
@@ -134,10 +139,15 @@ def test_lb_share_probe():
     assert m["busy balances above the lowest level (MC)"].value == 3
     assert m["group reads in busy balances (MC)"].value == 12
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
+    assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
     assert not p.problems and not any("SMT" in k for k in m)
     short = probemod.Parsed({"lbs_n": 4.0}, 3.0, text, schedstat=SCHEDSTAT)
     probemod.PROBES["lb-share"].parse(short)
     assert short.problems and "3 events of 4" in short.problems[0]
+    quiet = probemod.Parsed({}, 3.0, "Attaching 2 probes...\n", schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(quiet)
+    assert quiet.metrics["busy balances above the lowest level (MC)"].value == 0
+    assert len(quiet.metrics) == 1 and not quiet.problems
     nospan = probemod.Parsed({}, 3.0, text)
     probemod.PROBES["lb-share"].parse(nospan)
     assert nospan.problems == ["lb-share: no domain spans in /proc/schedstat"]

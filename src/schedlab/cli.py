@@ -72,7 +72,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
         hw.pick(hw.ARMS, arms, bench)   # refused before a build
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(arms),
-            tuple(bench or rehearsal.BENCH), args.seconds or 3, tree_spec(args),
+            tuple(bench or rehearsal.BENCH),
+            args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
             rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
             timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
@@ -134,7 +135,8 @@ def add_hw(sub: Sub) -> None:
                    help="rounds of all arms, interleaved (default 5; 1 with --rehearse)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=None,
-                   help="duration of timed workloads (default 30; 3 with --rehearse)")
+                   help="duration of timed workloads (default 30; 3 with --rehearse, 10 with "
+                        "--rehearse --lb-share)")
     p.add_argument("--arm", action="append", metavar="NAME",
                    help="only these arms (repeatable; the first is the reference): "
                         + ", ".join(a.name for a in hw.ARMS))

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from . import build as buildmod
 from .util import LabError, say, work_dir
@@ -266,26 +266,46 @@ LLC_BALANCING = Path("llc_balancing") / "enabled"
 CPU0_DOMAINS = Path("domains") / "cpu0"
 
 
-def several_llcs(debug_sched: Path) -> Optional[bool]:
+def _cpu_list(text: str) -> FrozenSet[int]:
+    """A kernel CPU list ('0-7,16')."""
+    out: Set[int] = set()
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def several_llcs(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[bool]:
     """Whether cpu0's topmost LLC domain (SD_SHARE_LLC) has a parent: what
     7.3's build_sched_domains() asks (sd_in_multi_llcs()) before cache aware
     scheduling can be active at all, whatever llc_balancing/enabled says.
-    The parent is wider: sd_init() sets min_interval to the span's weight.
-    None where debugfs shows no domains."""
+    debugfs shows the domains only with sched/verbose on (a domain's parent
+    is wider: sd_init() sets min_interval to the span's weight); otherwise
+    the cache cpu0's last cache level shares, against the online CPUs.  None
+    where neither says."""
     doms = sorted((debug_sched / CPU0_DOMAINS).glob("domain*"),
                   key=lambda p: int(p.name[len("domain"):] or 0))
     try:
         flags = [(d / "flags").read_text().split() for d in doms]
         weights = [int((d / "min_interval").read_text()) for d in doms]
     except (OSError, ValueError):
+        doms = []
+    if doms:
+        llc = [i for i, f in enumerate(flags) if "SD_SHARE_LLC" in f]
+        return bool(llc) and any(w > weights[llc[-1]] for w in weights[llc[-1] + 1:])
+    caches = sorted((cpu_dir / "cpu0" / "cache").glob("index*"),
+                    key=lambda p: int(p.name[len("index"):] or 0))
+    try:
+        llc_cpus = _cpu_list((caches[-1] / "shared_cpu_list").read_text())
+        online = _cpu_list((cpu_dir / "online").read_text())
+    except (IndexError, OSError, ValueError):
         return None
-    if not doms:
-        return None
-    llc = [i for i, f in enumerate(flags) if "SD_SHARE_LLC" in f]
-    return bool(llc) and any(w > weights[llc[-1]] for w in weights[llc[-1] + 1:])
+    return bool(online - llc_cpus)
 
 
-def llc_balancing_state(debug_sched: Path) -> Tuple[str, Optional[bool]]:
+def llc_balancing_state(debug_sched: Path,
+                        cpu_dir: Path = CPU_DIR) -> Tuple[str, Optional[bool]]:
     """llc_balancing/enabled as written ("" without the switch) and whether
     cache aware scheduling is active: the switch on and several LLCs (None
     where it cannot be told)."""
@@ -295,15 +315,14 @@ def llc_balancing_state(debug_sched: Path) -> Tuple[str, Optional[bool]]:
         return "", None
     if text not in ("1", "Y", "y"):
         return text, False
-    several = several_llcs(debug_sched)
-    return text, None if several is None else several
+    return text, several_llcs(debug_sched, cpu_dir)
 
 
-def check_llc_balancing(debug_sched: Path) -> Optional[Check]:
+def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[Check]:
     """Whether the lbstats arm can measure anything here: a note (never a
     failure) when cache aware scheduling is active, or may be; None where
     the kernel has no such switch."""
-    text, active = llc_balancing_state(debug_sched)
+    text, active = llc_balancing_state(debug_sched, cpu_dir)
     if not text:
         return None
     where = debug_sched / LLC_BALANCING
@@ -314,8 +333,8 @@ def check_llc_balancing(debug_sched: Path) -> Optional[Check]:
                      f"{where} is {text}, {why}: the lbstats arm measures the reuse")
     detail = (f"{where} is {text} and "
               + ("this machine has several LLCs, so cache aware scheduling is active: "
-                 if active else "debugfs does not show whether there are several LLCs: if "
-                 "there are, cache aware scheduling is active and ")
+                 if active else "neither debugfs nor sysfs shows whether there are several "
+                 "LLCs: if there are, cache aware scheduling is active and ")
               + "SG_STATS_REUSE keeps no sums, the lbstats arm measures the feature's "
               "static branch only")
     return Check("cache aware scheduling", True, detail,
@@ -323,7 +342,7 @@ def check_llc_balancing(debug_sched: Path) -> Optional[Check]:
                  "runs without cache aware scheduling), and say so with the report")
 
 
-def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
+def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -> List[Check]:
     """The series in the running kernel, and the options the kit needs."""
     checks = []
     found = _features(debug_sched)
@@ -340,7 +359,7 @@ def check_kernel(debug_sched: Path, config_text: str) -> List[Check]:
                             "" if ok else "boot a kernel built with the series "
                             "(patches/series applied to your tree; README, 'Measuring on "
                             "real SMT hardware')"))
-    llc = check_llc_balancing(debug_sched)
+    llc = check_llc_balancing(debug_sched, cpu_dir)
     if llc:
         checks.append(llc)
     config = parse_config(config_text)
@@ -361,14 +380,9 @@ def threads_per_core(cpu_dir: Path = CPU_DIR) -> int:
     most = 1
     for sib in cpu_dir.glob("cpu[0-9]*/topology/thread_siblings_list"):
         try:
-            text = sib.read_text().strip()
-        except OSError:
+            most = max(most, len(_cpu_list(sib.read_text())))
+        except (OSError, ValueError):
             continue
-        n = 0
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            n += (int(hi) - int(lo) + 1) if hi else 1
-        most = max(most, n)
     return most
 
 
@@ -442,9 +456,9 @@ def _read(path: str) -> str:
         return ""
 
 
-def _llc_record(debug_sched: Path) -> str:
+def _llc_record(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> str:
     """The report's value: the switch and whether it is active ("" without it)."""
-    text, active = llc_balancing_state(debug_sched)
+    text, active = llc_balancing_state(debug_sched, cpu_dir)
     if not text:
         return ""
     return text + {True: " (active: several LLCs)", False: " (not active)" if text in (

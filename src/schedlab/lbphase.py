@@ -29,9 +29,13 @@ A busy balance leaves the sums of every group whose runqueues it read with
 the group, and another busy balance of the level takes them while
 stamp <= jiffies <= stamp + ttl, ttl = msecs_to_jiffies(balance_interval *
 busy_factor / 64) of the taker's domain; a group taken from sums leaves
-their stamp as it was.  Moves, which make sums stale, are not seen: the
-share is an upper bound of what the feature serves, with the kernel's own
-phases, on any kernel.
+their stamp as it was.  Moves, which make sums stale, are not seen, nor
+the CPUs a retry leaves out (a balance whose busiest CPU's tasks were all
+pinned balances again in the same jiffy without it, and reads that CPU's
+group where the replay takes it): the share is an upper bound of what the
+feature serves, with the kernel's own phases, on any kernel.  Sums another
+CPU left are counted apart: sharing among CPUs is the feature's point, a
+CPU's own retry the case the bound overstates.
 """
 
 from __future__ import annotations
@@ -215,13 +219,15 @@ class Shared:
     balances: int = 0          # busy balances of the level (above the lowest)
     reads: int = 0             # their per-CPU reads (the sum of their groups' weights)
     taken: int = 0             # ... that sums left within their lifetime could serve
+    taken_other: int = 0       # ... sums another CPU left (not the balance's own retry)
 
 
 def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
                  hz: int = 0) -> Dict[str, Shared]:
     """Per level name: see the module's text.  HZ: 0 to take it from the events."""
     hz = hz or hz_of(events)
-    sums: Dict[Tuple[str, FrozenSet[int]], int] = {}    # (level, group) -> the sums' jiffy
+    # (level, group) -> the sums' jiffy and the CPU that left them
+    sums: Dict[Tuple[str, FrozenSet[int]], Tuple[int, int]] = {}
     out: Dict[str, Shared] = {}
     for e, now in zip(events, jiffies_of(events, hz)):
         doms = spans.get(e.cpu, [])
@@ -235,9 +241,10 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         ttl = ttl_jiffies(e.busy_ms, hz)
         for g in groups:
             s.reads += len(g)
-            stamp = sums.get((e.name, g))
+            stamp, writer = sums.get((e.name, g), (None, -1))
             if stamp is not None and stamp <= now <= stamp + ttl:
                 s.taken += len(g)
+                s.taken_other += len(g) if writer != e.cpu else 0
             else:
-                sums[(e.name, g)] = now
+                sums[(e.name, g)] = (now, e.cpu)
     return out

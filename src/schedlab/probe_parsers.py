@@ -284,13 +284,23 @@ def lb_share(p: Parsed) -> None:
     lowest: lbshare.bt's busy balances replayed (lbphase.share_replay())."""
     events = lbphase.parse_share_events(p.probe_out)
     _checked_events(p, "lb-share", "lbs_n", events)
-    for name, s in lbphase.share_replay(events, lbphase.parse_spans(p.schedstat)).items():
+    spans = lbphase.parse_spans(p.schedstat)
+    shares = lbphase.share_replay(events, spans)
+    # A level above the lowest without a busy balance in the window: 0, not
+    # missing from the tables.
+    for name in lbphase.level_names(spans)[1:]:
+        if name not in shares:
+            p.metrics[f"busy balances above the lowest level ({name})"] = Metric(
+                0, "calls", "count", False)
+    for name, s in shares.items():
         p.metrics[f"busy balances above the lowest level ({name})"] = Metric(
             s.balances, "calls", "count", False)
         p.metrics[f"group reads in busy balances ({name})"] = Metric(
             s.reads, "reads", "count", False)
         p.metrics[f"group reads sums could serve ({name})"] = Metric(
             100.0 * s.taken / s.reads, "%", "count", True)
+        p.metrics[f"group reads sums another CPU left could serve ({name})"] = Metric(
+            100.0 * s.taken_other / s.reads, "%", "count", True)
 
 
 def lb_reads(p: Parsed) -> None:
