@@ -115,6 +115,11 @@ def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
     assert hw.several_llcs(d2, two) is True and hw._llc_record(d2, two).endswith("several LLCs)")
     one = _caches(tmp_path / "one", "0-15", "0-15")
     assert hw.several_llcs(d2, one) is False and "not active" in _llc_checks(d2, one)[0].detail
+    # Sub-NUMA clusters: L3 spans the package, the LLC domain one node.
+    (tmp_path / "node").mkdir()
+    (tmp_path / "node" / "online").write_text("0-1\n")
+    snc = _caches(tmp_path / "cpu", "0-15", "0-15")
+    assert hw.several_llcs(d2, snc) is True
 
 
 def test_no_debugfs_and_no_config_say_so(tmp_path):

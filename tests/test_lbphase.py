@@ -62,9 +62,9 @@ def test_probe_metrics_and_program():
     assert "@lbp_env[cpu] = (uint64)args->env;" in probemod.PROBES["lb-phase"].bpftrace("kfunc")
 
 
-def _share(cpu, name, jiffy, busy_ms=256, last_balance=0, off_us=100):
+def _share(cpu, name, jiffy, busy_ms=256, last_balance=0, off_us=100, weight=4):
     """A busy balance OFF_US after the tick of JIFFY (HZ=250)."""
-    return (f"@lbs_ev[{cpu}, {name}, {last_balance}, {busy_ms}, "
+    return (f"@lbs_ev[{cpu}, {name}, {weight}, {last_balance}, {busy_ms}, "
             f"{jiffy * 4000000 + off_us * 1000}]: 1\n")
 
 
@@ -77,32 +77,39 @@ def test_ttl_as_sg_lb_cache_ttl():
     assert lbphase.ttl_jiffies(4 * 16, 250) == 1 and lbphase.ttl_jiffies(63, 250) == 0
 
 
-def test_hz_from_last_balance_against_the_clock():
-    # 30 balances over 3 s (HZ=250: 750 jiffies), last_balance a few jiffies
-    # behind; the same clock at 1000 jiffies a second.
-    for hz in (250, 1000, 100):
-        text = "".join(_share(0, "MC", j * 25, last_balance=(j * 25 - j % 3) * hz // 250)
-                       for j in range(30))
-        assert lbphase.hz_of(lbphase.parse_share_events(text)) == hz
-    short = lbphase.parse_share_events("".join(_share(0, "MC", j, last_balance=j * 4)
-                                               for j in range(30)))
-    assert lbphase.hz_of(short) == 250      # 120 ms: too short to tell
+def _chain(hz, lag=0, growing=0, n=30, every=25, off_us=100):
+    """N balances of cpu0's MC every EVERY jiffies at HZ=250 on the clock;
+    each carries the jiffy (at HZ) the one before ended in, LAG jiffies
+    late, growing by GROWING a balance (unrecorded idle balances)."""
+    out = ""
+    for j in range(n):
+        prev = (j - 1) * every * hz // 250 + lag + growing * j if j else 0
+        out += _share(0, "MC", j * every, last_balance=prev, off_us=off_us)
+    return out
+
+
+def test_hz_from_pairs_of_a_cpus_balances():
+    for hz in (100, 250, 300, 1000):
+        assert lbphase.hz_of(lbphase.parse_share_events(_chain(hz))) == hz
+        # last_balance later than the balance before (idle balances between),
+        # even by more and more: pairs, not a head and a tail.
+        assert lbphase.hz_of(lbphase.parse_share_events(_chain(hz, lag=3, growing=1))) == hz
+    assert lbphase.hz_of(lbphase.parse_share_events(_chain(250, n=4))) is None   # 0.3 s
+    # Another CPU's balances make no pair with cpu0's.
+    other = _share(1, "MC", 0) + _share(1, "MC", 500, last_balance=3)
+    assert lbphase.hz_of(lbphase.parse_share_events(other)) is None
 
 
 def test_jiffies_on_the_tick_grid():
-    # Balances run in the softirq after a tick: offsets 1.5-1.7 ms into the
-    # clock's 4 ms periods mean the ticks fall at 1.5 ms.
-    text = "".join(_share(0, "MC", j, off_us=1500 + 50 * (j % 5)) for j in range(10))
+    # High resolution ticks are on multiples of TICK_NSEC: jiffy = ns // tick.
+    text = "".join(_share(0, "MC", j, off_us=100 + 50 * (j % 5)) for j in range(10))
     events = lbphase.parse_share_events(text)
-    assert lbphase.tick_phase(events, 4000000) == 1500000
     assert lbphase.jiffies_of(events, 250) == list(range(10))
-    # A cluster across the clock's period boundary: ticks at 3.9 ms, and
-    # the balances 0.2 ms after one belong to its jiffy.
-    text = "".join(_share(0, "MC", j, off_us=3900) + _share(1, "MC", j + 1, off_us=100)
-                   for j in range(0, 10, 2))
-    events = lbphase.parse_share_events(text)
-    assert lbphase.tick_phase(events, 4000000) == 3900000
-    assert lbphase.jiffies_of(events, 250) == [j for j in range(0, 10, 2) for _ in (0, 1)]
+    assert lbphase.tick_phase(events, 4000000) == 100000
+    # Balances 1.5-1.7 ms into the grid: the check finds ticks at 1.5 ms.
+    late = lbphase.parse_share_events("".join(_share(0, "MC", j, off_us=1500 + 50 * (j % 5))
+                                              for j in range(10)))
+    assert lbphase.tick_phase(late, 4000000) == 1500000
 
 
 def test_share_replay_follows_the_rule():
@@ -115,9 +122,14 @@ def test_share_replay_follows_the_rule():
             + _share(1, "MC", 4, off_us=300))
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert (out["MC"].balances, out["MC"].reads, out["MC"].taken) == (4, 16, 8)
-    assert out["MC"].taken_other == 8
-    # A CPU's retry in the same jiffy takes its own sums: not another CPU's.
-    text = _share(0, "MC", 2) + _share(0, "MC", 2, off_us=300)
+    assert out["MC"].taken_other == 8 and out["MC"].retries == 0
+    # The same CPU again in the jiffy with the same last_balance is the
+    # balance's retry: counted apart, not replayed.  With a new last_balance
+    # it is a balance of its own, taking its own sums.
+    text = _share(0, "MC", 2, last_balance=1) + _share(0, "MC", 2, last_balance=1, off_us=300)
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert (out["MC"].balances, out["MC"].retries, out["MC"].taken) == (1, 1, 0)
+    text = _share(0, "MC", 2, last_balance=1) + _share(0, "MC", 3, last_balance=2)
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert (out["MC"].taken, out["MC"].taken_other) == (4, 0)
     # The taker's own interval decides: at 512 ms (2 jiffies) jiffy 4 takes too.
@@ -125,8 +137,32 @@ def test_share_replay_follows_the_rule():
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert out["MC"].taken == 8
     # The lowest level keeps no sums; a CPU without spans is skipped.
-    text = _share(0, "SMT", 2) + _share(9, "MC", 2)
+    text = _share(0, "SMT", 2, weight=2) + _share(9, "MC", 2)
     assert lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250) == {}
+
+
+# Two nodes of two cores of 2 threads, cpu5 offline: cpu4's lowest level
+# degenerated, so its MC's group is cpu4 itself; two NUMA levels, the first
+# (all 7 CPUs) keeps sums, the one above none.
+NUMA_SCHEDSTAT = "version 17\ntimestamp 1\n" + "".join(
+    f"cpu{c} 0 0 0 0 0 0 0 0 0\n"
+    + (f"domain0 SMT {'3' if c < 2 else 'c'} 0\n" if c < 4 else f"domain0 SMT {'c0'} 0\n")
+    * (c != 4)
+    + f"domain{int(c != 4)} MC {'f' if c < 4 else 'd0'} 0\n"
+    + f"domain{1 + int(c != 4)} NUMA df 0\ndomain{2 + int(c != 4)} NUMA 1df 0\n"
+    for c in (0, 1, 2, 3, 4, 6, 7))
+
+
+def test_groups_per_cpu_and_numa_levels_without_sums():
+    spans = lbphase.parse_spans(NUMA_SCHEDSTAT)
+    assert [n for n, _ in spans[4]] == ["MC", "NUMA", "NUMA"]
+    # Node 1's MC: cpu4 alone, then the core 6-7: 3 reads, not 5 or 9.
+    groups = lbphase.groups_of(spans, "MC", spans[6][1][1], 3)
+    assert sorted(map(sorted, groups)) == [[4], [6, 7]]
+    text = (_share(6, "MC", 2, weight=3) + _share(0, "NUMA", 2, weight=7)
+            + _share(0, "NUMA", 2, weight=8, off_us=200))
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert out["MC"].reads == 3 and out["NUMA 7"].reads == 7 and "NUMA 8" not in out
 
 
 def test_lb_share_probe():
@@ -140,17 +176,29 @@ def test_lb_share_probe():
     assert m["group reads in busy balances (MC)"].value == 12
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
-    assert not p.problems and not any("SMT" in k for k in m)
-    short = probemod.Parsed({"lbs_n": 4.0}, 3.0, text, schedstat=SCHEDSTAT)
-    probemod.PROBES["lb-share"].parse(short)
-    assert short.problems and "3 events of 4" in short.problems[0]
+    # 24 ms of events: HZ cannot be told, and the problem says so.
+    assert p.problems == ["lb-share: the events span too little to tell HZ (2 s of one "
+                          "CPU's balances of a level): 250 assumed"]
+    assert not any("SMT" in k for k in m)
+    long = probemod.Parsed({}, 3.0, _chain(250), schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(long)
+    assert not long.problems
+    skewed = probemod.Parsed({}, 3.0, _chain(250, off_us=1900), schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(skewed)
+    assert any("1.90 ms into the clock's jiffy grid" in x for x in skewed.problems)
     quiet = probemod.Parsed({}, 3.0, "Attaching 2 probes...\n", schedstat=SCHEDSTAT)
     probemod.PROBES["lb-share"].parse(quiet)
     assert quiet.metrics["busy balances above the lowest level (MC)"].value == 0
     assert len(quiet.metrics) == 1 and not quiet.problems
+    short = probemod.Parsed({"lbs_n": 4.0}, 3.0, text, schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(short)
+    assert "3 events of 4" in short.problems[0]
     nospan = probemod.Parsed({}, 3.0, text)
     probemod.PROBES["lb-share"].parse(nospan)
-    assert nospan.problems == ["lb-share: no domain spans in /proc/schedstat"]
+    assert "lb-share: no domain spans in /proc/schedstat" in nospan.problems
     prog = probemod.PROBES["lb-share"].bpftrace("kprobe")
     assert "%" not in prog and "@lbs_env[cpu] = (uint64)arg0;" in prog
     assert "$e->idle == 0 && (uint64)$e->sd->child != 0" in prog
+    # The first runs' keys had no weight.
+    old = lbphase.parse_share_events("@lbs_ev[0, MC, 7, 256, 8100000]: 1\n")
+    assert old[0].weight == 0 and old[0].last_balance == 7

@@ -66,9 +66,7 @@ def _meanings() -> Tuple[Meaning, ...]:
         Meaning("runqueue reads per busy balance, by level", "runqueue reads per busy balance",
                 names_rx([], ["runqueue reads per busy balance"])),
         Meaning("busy-balance reads that shared sums could serve, by level (lb-share)",
-                "reads sums could serve", names_rx([], [
-                    "group reads sums could serve",
-                    "group reads sums another CPU left could serve"])),
+                "reads sums could serve", names_rx([], ["group reads sums could serve"])),
         Meaning("instructions per call, median, by level (icount)", "instructions per call",
                 r"^\S+ instructions per call, median( \(.+\))?$"),
         Meaning("cycles of every CPU in the run (perf stat; hardware only)", "cycles",

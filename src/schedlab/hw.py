@@ -282,8 +282,8 @@ def several_llcs(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[bool]:
     scheduling can be active at all, whatever llc_balancing/enabled says.
     debugfs shows the domains only with sched/verbose on (a domain's parent
     is wider: sd_init() sets min_interval to the span's weight); otherwise
-    the cache cpu0's last cache level shares, against the online CPUs.  None
-    where neither says."""
+    several NUMA nodes, or the cache cpu0's last cache level shares against
+    the online CPUs.  None where none of them says."""
     doms = sorted((debug_sched / CPU0_DOMAINS).glob("domain*"),
                   key=lambda p: int(p.name[len("domain"):] or 0))
     try:
@@ -294,6 +294,11 @@ def several_llcs(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[bool]:
     if doms:
         llc = [i for i, f in enumerate(flags) if "SD_SHARE_LLC" in f]
         return bool(llc) and any(w > weights[llc[-1]] for w in weights[llc[-1] + 1:])
+    try:        # several nodes: one LLC each at least (sub-NUMA clusters too)
+        if len(_cpu_list((cpu_dir.parent / "node" / "online").read_text())) > 1:
+            return True
+    except (OSError, ValueError):
+        pass
     caches = sorted((cpu_dir / "cpu0" / "cache").glob("index*"),
                     key=lambda p: int(p.name[len("index"):] or 0))
     try:
@@ -494,8 +499,8 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     """What `hw --plan` prints: the arms (NAMES only, if given, else KIND's),
     the benchmarks (BENCH, default KIND's), the duration here and, where
     this kernel lacks arms, booted into the series."""
-    names = names or list(kind.arms)
     refuse_unknown(names, bench)
+    names = names or default_arms(kind, arms_here(present)[0]) or list(kind.arms)
     bench = list(bench or kind.bench)
     ok, missing = arms_here(present)
     if names:
@@ -525,6 +530,9 @@ def default_arms(kind: Pass, here: Sequence[Arm]) -> Optional[List[str]]:
     out = [n for n in kind.arms if n in names]
     if len(out) < 2 and "series-again" in names:
         out.append("series-again")
+    if len(out) < 2:
+        raise LabError(f"hw --{kind.name}: this kernel runs {', '.join(out) or 'none'} of its "
+                       f"arms ({', '.join(kind.arms)}, or series-again)")
     return out
 
 
@@ -630,7 +638,8 @@ def report(record: dict, tables: bool = True) -> Path:
                    tables_only=True)
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
-    machine = record.get("machine") or hwreport.load_json(work_dir() / "hw" / "machine.json")
+    machine = record.get("machine") or hwreport.load_json(work_dir() / kind.prefix
+                                                          / "machine.json")
     path = hwreport.write(resmod.results_dir(kind.prefix), machine,
                           _arm_states(arms, record["rounds"], record["runs"], bench,
                                       record.get("swb", False), kind),
@@ -679,7 +688,7 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     pf = preflight()
     say("hw: what the kit needs here")
     say(pf.text())
-    out = work_dir() / "hw"
+    out = work_dir() / kind.prefix
     out.mkdir(parents=True, exist_ok=True)
     machine = machine_record()
     (out / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
@@ -701,12 +710,10 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     swb = "swb_state" in present
     record: Dict[str, Any] = {}
     started: List[bool] = []
-    kind_out = work_dir() / kind.prefix
-    kind_out.mkdir(parents=True, exist_ok=True)
 
     def begin() -> None:
         """The request was accepted: this run's record, no earlier tables."""
-        (kind_out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
         _clear_tables(resmod.results_dir(kind.prefix))
         started.append(True)
 
@@ -730,5 +737,5 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
             try:
                 report(record, tables=False)
             except Exception as e:      # noqa: BLE001 - never hide why the run ended
-                say(f"hw: no report ({type(e).__name__}: {e}); "
-                    "'./schedlab hw --report' tries again")
+                say(f"hw: no report ({type(e).__name__}: {e}); './schedlab hw --report"
+                    f"{'' if kind is MAIN else ' --' + kind.name}' tries again")

@@ -23,30 +23,33 @@ case where the local group's totals are fresh without another CPU).
 
 share_replay() asks the question of SG_STATS_REUSE (the series' lbstats
 topic) of the lb-share probe's events (guest/bt/lbshare.bt): the busy
-balances above the lowest level, each with its time and its domain's busy
-interval; their jiffies are counted on the tick's grid (jiffies_of()).
-A busy balance leaves the sums of every group whose runqueues it read with
-the group, and another busy balance of the level takes them while
-stamp <= jiffies <= stamp + ttl, ttl = msecs_to_jiffies(balance_interval *
-busy_factor / 64) of the taker's domain; a group taken from sums leaves
-their stamp as it was.  Moves, which make sums stale, are not seen, nor
-the CPUs a retry leaves out (a balance whose busiest CPU's tasks were all
-pinned balances again in the same jiffy without it, and reads that CPU's
-group where the replay takes it): the share is an upper bound of what the
-feature serves, with the kernel's own phases, on any kernel.  Sums another
-CPU left are counted apart: sharing among CPUs is the feature's point, a
-CPU's own retry the case the bound overstates.
+balances above the lowest level, each with its time, its domain's weight
+and busy interval.  Their jiffies are counted on the tick's grid
+(jiffies_of()), HZ given (the kernel's config) or told from the events
+(hz_of()).  Only levels that keep sums count (has_sums()).  A busy balance
+leaves the sums of every group whose runqueues it read with the group, and
+another busy balance of the level takes them while stamp <= jiffies <=
+stamp + ttl, ttl = msecs_to_jiffies(balance_interval * busy_factor / 64) of
+the taker's domain; a group taken from sums leaves their stamp as it was.
+A balance again in the same jiffy with the same last_balance is
+sched_balance_rq()'s retry without the busiest CPU (all its tasks pinned):
+counted apart, not replayed.  Moves, which make sums stale, are not seen,
+nor the root's refusal of sums while rd->overloaded is set: the share is an
+upper bound of what the feature serves, with the kernel's own phases.
+Sums another CPU left are counted apart: sharing among CPUs is the
+feature's point.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Sequence, Tuple
+from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
-_SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (\d+), (\d+), (\d+)\]: \d+\s*$")
+# The weight came on 2026-12-01, after the first runs: without it, 0.
+_SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
 # CONFIG_HZ values the clock's ratio is rounded to
 HZ_VALUES = (100, 250, 300, 1000)
 
@@ -158,8 +161,9 @@ def level_names(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]]) -> List[str]
 class ShareEvent:
     cpu: int           # the CPU balanced for
     name: str          # the domain's name
-    last_balance: int  # the domain's last_balance (jiffies) when it was balanced
-    busy_ms: int       # the domain's balance_interval * busy_factor then
+    weight: int        # its span's weight (which of the NUMA levels)
+    last_balance: int  # its last_balance (jiffies): the CPU's previous balance of it
+    busy_ms: int       # its balance_interval * busy_factor then
     ns: int
 
 
@@ -170,30 +174,37 @@ def parse_share_events(text: str) -> List[ShareEvent]:
     for line in text.splitlines():
         m = _SHARE_KEY.match(line.strip())
         if m:
-            out.add(ShareEvent(int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4)),
-                               int(m.group(5))))
+            out.add(ShareEvent(int(m.group(1)), m.group(2),
+                               *(int(g or 0) for g in m.groups()[2:])))
     return sorted(out, key=lambda e: (e.ns, e.cpu))
 
 
-def hz_of(events: Sequence[ShareEvent]) -> int:
-    """CONFIG_HZ from the domains' last_balance (jiffies, one balance
-    interval behind at most) against the clock, between the first and the
-    last tenth of the events, rounded to a value the kernel offers; 250
-    where they span less than 2 s or fewer than 20 events."""
-    if len(events) < 20 or events[-1].ns - events[0].ns < 2000000000:
-        return 250
-    k = len(events) // 10
-    head, tail = events[:k], events[-k:]
-    jif = sum(e.last_balance for e in tail) / k - sum(e.last_balance for e in head) / k
-    ns = sum(e.ns for e in tail) / k - sum(e.ns for e in head) / k
-    return min(HZ_VALUES, key=lambda hz: abs(hz - jif * 1e9 / ns))
+def hz_of(events: Sequence[ShareEvent]) -> Optional[int]:
+    """CONFIG_HZ from the clock: the next balance of a CPU's level carries
+    the jiffy this one ended in (last_balance), so each such pair is a point
+    (time, jiffy).  Between the first and the last point, rounded to a value
+    the kernel offers; None where the points span less than 2 s.  A point is
+    late where the CPU also balanced the level unrecorded in between (idle),
+    by at most that interval: a few percent of a window of seconds."""
+    points = []
+    last: Dict[Tuple[int, str, int], ShareEvent] = {}
+    for e in events:
+        prev = last.get((e.cpu, e.name, e.weight))
+        if prev is not None and e.last_balance != prev.last_balance:
+            points.append((prev.ns, e.last_balance))
+        last[(e.cpu, e.name, e.weight)] = e
+    if len(points) < 2 or points[-1][0] - points[0][0] < 2000000000:
+        return None
+    (t0, j0), (t1, j1) = min(points), max(points)
+    return min(HZ_VALUES, key=lambda hz: abs(hz - (j1 - j0) * 1e9 / (t1 - t0)))
 
 
 def tick_phase(events: Sequence[ShareEvent], tick_ns: int) -> int:
-    """Where the ticks fall on the clock, modulo TICK_NS: balancing runs in
-    the softirq right after a tick, so the events' offsets in the tick
-    cluster after it, and the widest gap between offsets (around the
-    circle) ends at the tick."""
+    """Where the events say the ticks fall on the clock, modulo TICK_NS:
+    balancing runs in the softirq right after a tick, so the widest gap
+    between the events' offsets (around the circle) ends at the tick.  In
+    high resolution mode tick_init_jiffy_update() puts jiffies on multiples
+    of TICK_NSEC, phase 0, which jiffies_of() uses; this is its check."""
     offs = sorted({e.ns % tick_ns for e in events})
     if not offs:
         return 0
@@ -202,11 +213,13 @@ def tick_phase(events: Sequence[ShareEvent], tick_ns: int) -> int:
     return max(gaps)[1]
 
 
+def tick_ns_of(hz: int) -> int:
+    return (1000000000 + hz // 2) // hz         # the kernel's TICK_NSEC
+
+
 def jiffies_of(events: Sequence[ShareEvent], hz: int) -> List[int]:
-    """Each event's jiffy, counted on the tick's grid from the clock."""
-    tick_ns = (1000000000 + hz // 2) // hz         # the kernel's TICK_NSEC
-    phase = tick_phase(events, tick_ns)
-    return [(e.ns - phase) // tick_ns for e in events]
+    """Each event's jiffy, counted on the tick's grid (phase 0) from the clock."""
+    return [e.ns // tick_ns_of(hz) for e in events]
 
 
 def ttl_jiffies(busy_ms: int, hz: int) -> int:
@@ -216,35 +229,72 @@ def ttl_jiffies(busy_ms: int, hz: int) -> int:
 
 @dataclass
 class Shared:
-    balances: int = 0          # busy balances of the level (above the lowest)
+    balances: int = 0          # busy balances of the level with sums (retries apart)
     reads: int = 0             # their per-CPU reads (the sum of their groups' weights)
     taken: int = 0             # ... that sums left within their lifetime could serve
-    taken_other: int = 0       # ... sums another CPU left (not the balance's own retry)
+    taken_other: int = 0       # ... sums another CPU left
+    retries: int = 0           # balances again in the same jiffy, without the busiest CPU
+
+
+def _level(doms: List[Tuple[str, FrozenSet[int]]], name: str, weight: int) -> Optional[int]:
+    """The index of the CPU's domain NAME of WEIGHT CPUs (several are NUMA;
+    weight 0: the first of that name)."""
+    return next((i for i, (n, span) in enumerate(doms)
+                 if n == name and weight in (0, len(span))), None)
+
+
+def has_sums(doms: List[Tuple[str, FrozenSet[int]]], k: int) -> bool:
+    """Whether level K of a CPU's domains keeps sums (sg_lb_cache_level(),
+    sd_has_lb_sums()): not the lowest, nor a NUMA level above the first.
+    Levels of asymmetric capacities keep none either; /proc/schedstat does
+    not say which those are, and SMT machines have none."""
+    return k > 0 and not (doms[k][0] == "NUMA"
+                          and any(n == "NUMA" for n, _ in doms[:k]))
+
+
+def groups_of(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]], name: str,
+              span: FrozenSet[int], weight: int) -> List[FrozenSet[int]]:
+    """The groups of the domain NAME spanning SPAN: each CPU's domain below
+    its own domain of that level (a CPU whose lower levels degenerated, a
+    sibling offline, is a group of itself)."""
+    out = []
+    for c in span:
+        doms = spans.get(c, [])
+        k = _level(doms, name, weight)
+        g = doms[k - 1][1] if k else frozenset({c})
+        if g not in out:
+            out.append(g)
+    return out
 
 
 def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
-                 hz: int = 0) -> Dict[str, Shared]:
-    """Per level name: see the module's text.  HZ: 0 to take it from the events."""
-    hz = hz or hz_of(events)
-    # (level, group) -> the sums' jiffy and the CPU that left them
-    sums: Dict[Tuple[str, FrozenSet[int]], Tuple[int, int]] = {}
+                 hz: int = 250) -> Dict[str, Shared]:
+    """Per level (its name, with its weight where several levels share it):
+    see the module's text."""
+    sums: Dict[Tuple[str, int, FrozenSet[int]], Tuple[int, int]] = {}  # -> jiffy, CPU
+    names = {(e.name, e.weight) for e in events}
     out: Dict[str, Shared] = {}
+    seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
     for e, now in zip(events, jiffies_of(events, hz)):
         doms = spans.get(e.cpu, [])
-        k = next((i for i, (name, _) in enumerate(doms) if name == e.name), None)
-        if not k:       # not in this CPU's spans, or its lowest level: no sums there
+        k = _level(doms, e.name, e.weight)
+        if k is None or not has_sums(doms, k):
             continue
-        groups = {frozenset(spans[c][k - 1][1]) for c in doms[k][1]
-                  if c in spans and len(spans[c]) > k - 1}
-        s = out.setdefault(e.name, Shared())
+        several = sum(1 for n, w in names if n == e.name) > 1
+        s = out.setdefault(f"{e.name} {e.weight}" if several else e.name, Shared())
+        key = (e.cpu, e.name, e.weight)
+        if seen.get(key) == (now, e.last_balance):     # sched_balance_rq()'s redo
+            s.retries += 1
+            continue
+        seen[key] = (now, e.last_balance)
         s.balances += 1
         ttl = ttl_jiffies(e.busy_ms, hz)
-        for g in groups:
+        for g in groups_of(spans, e.name, doms[k][1], e.weight):
             s.reads += len(g)
-            stamp, writer = sums.get((e.name, g), (None, -1))
+            stamp, writer = sums.get((e.name, e.weight, g), (None, -1))
             if stamp is not None and stamp <= now <= stamp + ttl:
                 s.taken += len(g)
                 s.taken_other += len(g) if writer != e.cpu else 0
             else:
-                sums[(e.name, g)] = (now, e.cpu)
+                sums[(e.name, e.weight, g)] = (now, e.cpu)
     return out

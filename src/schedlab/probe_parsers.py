@@ -280,21 +280,35 @@ def lb_phase(p: Parsed) -> None:
 
 
 def lb_share(p: Parsed) -> None:
-    """What SG_STATS_REUSE's rule could take from sums, per level above the
-    lowest: lbshare.bt's busy balances replayed (lbphase.share_replay())."""
+    """What SG_STATS_REUSE's rule could take from sums, per level that keeps
+    them: lbshare.bt's busy balances replayed (lbphase.share_replay())."""
     events = lbphase.parse_share_events(p.probe_out)
     _checked_events(p, "lb-share", "lbs_n", events)
     spans = lbphase.parse_spans(p.schedstat)
-    shares = lbphase.share_replay(events, spans)
-    # A level above the lowest without a busy balance in the window: 0, not
+    hz = lbphase.hz_of(events)
+    if events and hz is None:
+        p.problems.append("lb-share: the events span too little to tell HZ (2 s of one "
+                          "CPU's balances of a level): 250 assumed")
+    tick = lbphase.tick_ns_of(hz or 250)
+    off = lbphase.tick_phase(events, tick)
+    if len(events) >= 10 and tick // 4 < off < tick - tick // 4:
+        p.problems.append(f"lb-share: the balances follow ticks {off / 1e6:.2f} ms into the "
+                          "clock's jiffy grid (a low resolution tick?): jiffies may be off "
+                          "by one")
+    shares = lbphase.share_replay(events, spans, hz or 250)
+    # A level that keeps sums without a busy balance in the window: 0, not
     # missing from the tables.
     for name in lbphase.level_names(spans)[1:]:
-        if name not in shares:
+        if name not in shares and name != "NUMA":
             p.metrics[f"busy balances above the lowest level ({name})"] = Metric(
                 0, "calls", "count", False)
     for name, s in shares.items():
         p.metrics[f"busy balances above the lowest level ({name})"] = Metric(
             s.balances, "calls", "count", False)
+        p.metrics[f"retries of busy balances ({name})"] = Metric(
+            s.retries, "calls", "count", False)
+        if not s.reads:
+            continue
         p.metrics[f"group reads in busy balances ({name})"] = Metric(
             s.reads, "reads", "count", False)
         p.metrics[f"group reads sums could serve ({name})"] = Metric(

@@ -222,8 +222,9 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           ("should_we_balance",), ("lbs_n", "lbs_ev"),
           (MetricSpec("busy balances above the lowest level", "calls", per_domain=True),
            MetricSpec("group reads in busy balances", "reads", per_domain=True),
+           MetricSpec("retries of busy balances", "calls", per_domain=True),
            MetricSpec("group reads sums could serve", "%", headline=True, per_domain=True),
-           MetricSpec("group reads sums another CPU left could serve", "%", headline=True,
+           MetricSpec("group reads sums another CPU left could serve", "%",
                       per_domain=True)),
           pp.lb_share, "lbshare", (("%ENV%", "args->env", "arg0"),)),
     Probe("lb-reads", "runqueues read to compute group statistics (cpu_util_cfs() calls "
