@@ -77,27 +77,39 @@ def test_ttl_as_sg_lb_cache_ttl():
     assert lbphase.ttl_jiffies(4 * 16, 250) == 1 and lbphase.ttl_jiffies(63, 250) == 0
 
 
-def _chain(hz, lag=0, growing=0, n=30, every=25, off_us=100):
-    """N balances of cpu0's MC every EVERY jiffies at HZ=250 on the clock;
-    each carries the jiffy (at HZ) the one before ended in, LAG jiffies
-    late, growing by GROWING a balance (unrecorded idle balances)."""
+def _chain(hz, late=1, n=30, every=25, off_us=100, busy_ms=256, drift=0):
+    """N balances of cpu0's MC, every EVERY ticks of HZ on the clock (HZ
+    jiffies a second), each LATE jiffies after its interval was due; each
+    carries the jiffy the one before ended in.  DRIFT: jiffies lost a
+    balance (ticks a periodic low resolution tick lost)."""
+    tick_us = 1000000 // hz
     out = ""
     for j in range(n):
-        prev = (j - 1) * every * hz // 250 + lag + growing * j if j else 0
-        out += _share(0, "MC", j * every, last_balance=prev, off_us=off_us)
+        lb = 1000 + (j - 1) * (every - drift) + late     # jiffies start at 1000
+        ns_us = j * every * tick_us + off_us
+        out += f"@lbs_ev[0, MC, 4, {lb}, {busy_ms}, {ns_us * 1000}]: 1\n"
     return out
 
 
-def test_hz_from_pairs_of_a_cpus_balances():
+def test_hz_from_the_jiffies_balances_carry():
+    # Every 25 jiffies at a 256 ms busy interval is not possible at HZ=1000
+    # (256 jiffies); chains whose last_balance moves by the interval tell HZ.
     for hz in (100, 250, 300, 1000):
-        assert lbphase.hz_of(lbphase.parse_share_events(_chain(hz))) == hz
-        # last_balance later than the balance before (idle balances between),
-        # even by more and more: pairs, not a head and a tail.
-        assert lbphase.hz_of(lbphase.parse_share_events(_chain(hz, lag=3, growing=1))) == hz
-    assert lbphase.hz_of(lbphase.parse_share_events(_chain(250, n=4))) is None   # 0.3 s
-    # Another CPU's balances make no pair with cpu0's.
-    other = _share(1, "MC", 0) + _share(1, "MC", 500, last_balance=3)
-    assert lbphase.hz_of(lbphase.parse_share_events(other)) is None
+        every = lbphase.ttl_jiffies(256 * 64, hz) + 1
+        assert lbphase.hz_of(lbphase.parse_share_events(_chain(hz, every=every))) == hz
+    # Late balances (idle balances between) do not count for any HZ.
+    assert lbphase.hz_of(lbphase.parse_share_events(_chain(250, every=200))) is None
+    assert lbphase.hz_of(lbphase.parse_share_events(_chain(250, n=2, every=65))) is None
+
+
+def test_jiffies_that_fall_behind_the_clock_are_found():
+    steady = lbphase.parse_share_events(_chain(250, every=65))
+    assert lbphase.clock_drift(steady, 250) <= 1
+    lossy = lbphase.parse_share_events(_chain(250, every=65, drift=10))
+    assert lbphase.clock_drift(lossy, 250) > 100
+    p = probemod.Parsed({}, 3.0, _chain(250, every=65, drift=10), schedstat=SCHEDSTAT)
+    probemod.PROBES["lb-share"].parse(p)
+    assert any("behind the clock" in x for x in p.problems)
 
 
 def test_jiffies_on_the_tick_grid():
@@ -176,14 +188,15 @@ def test_lb_share_probe():
     assert m["group reads in busy balances (MC)"].value == 12
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
-    # 24 ms of events: HZ cannot be told, and the problem says so.
-    assert p.problems == ["lb-share: the events span too little to tell HZ (2 s of one "
-                          "CPU's balances of a level): 250 assumed"]
+    # Three balances of three CPUs: HZ cannot be told, and the problem says so.
+    assert p.problems == ["lb-share: too few balances of one CPU's level to tell HZ: 250 "
+                          "assumed"]
     assert not any("SMT" in k for k in m)
-    long = probemod.Parsed({}, 3.0, _chain(250), schedstat=SCHEDSTAT)
+    long = probemod.Parsed({}, 3.0, _chain(250, every=65), schedstat=SCHEDSTAT)
     probemod.PROBES["lb-share"].parse(long)
     assert not long.problems
-    skewed = probemod.Parsed({}, 3.0, _chain(250, off_us=1900), schedstat=SCHEDSTAT)
+    skewed = probemod.Parsed({}, 3.0, _chain(250, every=65, off_us=1900),
+                             schedstat=SCHEDSTAT)
     probemod.PROBES["lb-share"].parse(skewed)
     assert any("1.90 ms into the clock's jiffy grid" in x for x in skewed.problems)
     quiet = probemod.Parsed({}, 3.0, "Attaching 2 probes...\n", schedstat=SCHEDSTAT)

@@ -179,24 +179,49 @@ def parse_share_events(text: str) -> List[ShareEvent]:
     return sorted(out, key=lambda e: (e.ns, e.cpu))
 
 
-def hz_of(events: Sequence[ShareEvent]) -> Optional[int]:
-    """CONFIG_HZ from the clock: the next balance of a CPU's level carries
-    the jiffy this one ended in (last_balance), so each such pair is a point
-    (time, jiffy).  Between the first and the last point, rounded to a value
-    the kernel offers; None where the points span less than 2 s.  A point is
-    late where the CPU also balanced the level unrecorded in between (idle),
-    by at most that interval: a few percent of a window of seconds."""
-    points = []
+def _pairs(events: Sequence[ShareEvent]) -> List[Tuple[ShareEvent, ShareEvent]]:
+    """Consecutive balances of one CPU's level, retries left out."""
+    out = []
     last: Dict[Tuple[int, str, int], ShareEvent] = {}
     for e in events:
         prev = last.get((e.cpu, e.name, e.weight))
-        if prev is not None and e.last_balance != prev.last_balance:
-            points.append((prev.ns, e.last_balance))
-        last[(e.cpu, e.name, e.weight)] = e
-    if len(points) < 2 or points[-1][0] - points[0][0] < 2000000000:
+        if prev is None or e.last_balance != prev.last_balance:
+            if prev is not None:
+                out.append((prev, e))
+            last[(e.cpu, e.name, e.weight)] = e
+    return out
+
+
+def hz_of(events: Sequence[ShareEvent]) -> Optional[int]:
+    """CONFIG_HZ from the jiffies the balances carry: a level is balanced
+    when jiffies >= last_balance + msecs_to_jiffies(busy interval), and
+    last_balance is then set to the jiffy it ends in, so from one balance
+    of a CPU's level to its next, last_balance moves by the interval, a few
+    jiffies more where the balance was late or slow (more where an
+    unrecorded idle balance came between).  The HZ under which most pairs
+    move by their interval within -1 to +5 jiffies (rounding, lateness);
+    None where fewer than 2 pairs do under any."""
+    pairs = _pairs(events)
+    score = {hz: sum(-1 <= b.last_balance - a.last_balance - ttl_jiffies(a.busy_ms * 64, hz)
+                     <= 5 for a, b in pairs) for hz in HZ_VALUES}
+    best = max(HZ_VALUES, key=lambda hz: (score[hz], hz == 250))
+    return best if score[best] >= 2 else None
+
+
+def clock_drift(events: Sequence[ShareEvent], hz: int) -> Optional[int]:
+    """How far jiffies fall behind the clock over the events, in jiffies.
+    Each balance bounds jiffies - clock / TICK_NSEC from below (its
+    last_balance plus its interval, against its time on the tick grid);
+    where jiffies follow the clock, the bound's highest values in the first
+    and the last half of the events agree within a few jiffies.  A periodic
+    low resolution tick that loses ticks (TCG guests) drifts by hundreds.
+    None for fewer than 4 events."""
+    if len(events) < 4:
         return None
-    (t0, j0), (t1, j1) = min(points), max(points)
-    return min(HZ_VALUES, key=lambda hz: abs(hz - (j1 - j0) * 1e9 / (t1 - t0)))
+    tick = tick_ns_of(hz)
+    bound = [e.last_balance + ttl_jiffies(e.busy_ms * 64, hz) - e.ns // tick for e in events]
+    half = len(bound) // 2
+    return max(bound[:half]) - max(bound[half:])
 
 
 def tick_phase(events: Sequence[ShareEvent], tick_ns: int) -> int:

@@ -287,14 +287,20 @@ def lb_share(p: Parsed) -> None:
     spans = lbphase.parse_spans(p.schedstat)
     hz = lbphase.hz_of(events)
     if events and hz is None:
-        p.problems.append("lb-share: the events span too little to tell HZ (2 s of one "
-                          "CPU's balances of a level): 250 assumed")
+        p.problems.append("lb-share: too few balances of one CPU's level to tell HZ: 250 "
+                          "assumed")
     tick = lbphase.tick_ns_of(hz or 250)
     off = lbphase.tick_phase(events, tick)
     if len(events) >= 10 and tick // 4 < off < tick - tick // 4:
         p.problems.append(f"lb-share: the balances follow ticks {off / 1e6:.2f} ms into the "
                           "clock's jiffy grid (a low resolution tick?): jiffies may be off "
                           "by one")
+    drift = lbphase.clock_drift(events, hz or 250)
+    if drift is not None and drift > 4:
+        p.problems.append(f"lb-share: jiffies fell {drift} behind the clock over the window "
+                          "(ticks lost: a periodic low resolution tick under TCG?): the "
+                          "replay's jiffies, from the clock, are not the kernel's, and its "
+                          "shares are not measured")
     shares = lbphase.share_replay(events, spans, hz or 250)
     # A level that keeps sums without a busy balance in the window: 0, not
     # missing from the tables.
