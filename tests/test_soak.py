@@ -94,6 +94,10 @@ def test_soak_script_passes_shellcheck_and_parses():
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     for name in ("hotplug", "cgroup", "partition", "flip"):
         assert f"count {name}" in script.read_text()
+    # Cache aware scheduling is flipped where it exists (SG_STATS_REUSE keeps
+    # no sums while it is active) and put back.
+    text = script.read_text()
+    assert 'count flip "llc_balancing $v"' in text and 'echo "$llc_initial" > "$llc"' in text
 
 
 def test_selftest_results_from_tap_and_exit_status():

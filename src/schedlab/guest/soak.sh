@@ -27,6 +27,10 @@ feat=/sys/kernel/debug/sched/features
 knob=/sys/kernel/debug/sched/newidle_cost_pct
 # The hardware kit's switch (patches/kit/), where the kernel has it.
 swb=/sys/kernel/debug/sched/swb_state
+# Cache aware scheduling's switch (CONFIG_SCHED_CACHE): where it is active
+# (several LLCs, as smt4-numa's two nodes) SG_STATS_REUSE keeps no sums, so
+# it is flipped too, at half the features' rate.
+llc=/sys/kernel/debug/sched/llc_balancing/enabled
 end=$(( EPOCHSECONDS + secs ))
 ncpu=$(nproc --all)
 # The environment may shorten the two for a quick check of this script.
@@ -359,7 +363,8 @@ FEATURES="NI_RANDOM NEXT_BUDDY CACHE_HOT_BUDDY SIS_UTIL LB_MIN TTWU_QUEUE WA_BIA
 SERIES_FEATURES="SIS_GROUP_IDLE SG_STATS_REUSE"
 has_feature() { grep -qE "(^| )(NO_)?$1( |\$)" "$feat"; }
 flips() {
-	local f on knob_values v series=() initial=() round=0
+	local f on knob_values v series=() initial=() round=0 llc_initial=''
+	[ -e "$llc" ] && llc_initial=$(cat "$llc")
 	knob_values="150 200 400 1000 100000 100"
 	for f in $SERIES_FEATURES; do
 		has_feature "$f" || continue
@@ -384,6 +389,12 @@ flips() {
 			if echo "${on}$f" > "$feat"; then count flip "${on}$f"
 			else log "flip: ${on}$f refused"; fi
 		done
+		if [ -n "$llc_initial" ]; then
+			# each pairing of SG_STATS_REUSE's state with this one
+			v=$(( round / 2 % 2 ))
+			if echo "$v" > "$llc"; then count flip "llc_balancing $v"
+			else log "flip: llc_balancing $v refused"; fi
+		fi
 		if [ -e "$knob" ]; then
 			for v in $knob_values; do
 				if echo "$v" > "$knob"; then count flip "knob $v"
@@ -410,6 +421,7 @@ flips() {
 	done
 	# each of the series' features back to its state at the start
 	for f in "${initial[@]}"; do echo "$f" > "$feat"; done
+	[ -n "$llc_initial" ] && echo "$llc_initial" > "$llc"
 }
 
 # The load keeps every CPU partly busy, not saturated: one host thread runs
