@@ -36,6 +36,9 @@ class Parsed:
     metrics: Dict[str, Metric] = field(default_factory=dict)
     histograms: Dict[str, dict] = field(default_factory=dict)
     problems: List[str] = field(default_factory=list)
+    # What the run's numbers need said beside them, without making it
+    # incomplete (a run with problems is measured again on resume).
+    notes: List[str] = field(default_factory=list)
 
     def count(self, name: str, key: str, unit: str) -> float:
         """A count map as a metric and, with a duration, as a rate."""
@@ -287,20 +290,19 @@ def lb_share(p: Parsed) -> None:
     spans = lbphase.parse_spans(p.schedstat)
     hz = lbphase.hz_of(events)
     if events and hz is None:
-        p.problems.append("lb-share: too few balances of one CPU's level to tell HZ: 250 "
-                          "assumed")
+        p.notes.append("lb-share: too few balances of one CPU's level to tell HZ: 250 "
+                       "assumed")
     tick = lbphase.tick_ns_of(hz or 250)
     off = lbphase.tick_phase(events, tick)
     if len(events) >= 10 and tick // 4 < off < tick - tick // 4:
-        p.problems.append(f"lb-share: the balances follow ticks {off / 1e6:.2f} ms into the "
-                          "clock's jiffy grid (a low resolution tick?): jiffies may be off "
-                          "by one")
+        p.notes.append(f"lb-share: the balances follow ticks {off / 1e6:.2f} ms into the "
+                       "clock's jiffy grid (a low resolution tick?): jiffies may be off by one")
     drift = lbphase.clock_drift(events, hz or 250)
     if drift is not None and drift > 4:
-        p.problems.append(f"lb-share: jiffies fell {drift} behind the clock over the window "
-                          "(ticks lost: a periodic low resolution tick under TCG?): the "
-                          "replay's jiffies, from the clock, are not the kernel's, and its "
-                          "shares are not measured")
+        p.notes.append(f"lb-share: jiffies fell {drift} behind the clock over the window "
+                       "(ticks lost: a periodic low resolution tick under TCG?): the replay's "
+                       "jiffies, from the clock, are not the kernel's, and its shares are not "
+                       "measured")
     shares = lbphase.share_replay(events, spans, hz or 250)
     # A level that keeps sums without a busy balance in the window: 0, not
     # missing from the tables.

@@ -246,7 +246,7 @@ def parse_run(d: Path, w: workmod.Workload,
     except ValueError as exc:
         problems.append(str(exc))
     return Run(complete=not problems, problems=sorted(set(problems)),
-               notes=_lines(d, "notes.txt"), seconds=secs,
+               notes=_lines(d, "notes.txt") + parsed.notes, seconds=secs,
                command=_read(d, "command.txt").strip(),
                metrics={k: m.__dict__ for k, m in metrics.items()},
                histograms=parsed.histograms,
