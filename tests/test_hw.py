@@ -464,12 +464,17 @@ def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
     assert seen == [False]
 
 
+def _runs_saying(root, prefix, arms, key, line):
+    """One run per arm whose record has LINE under KEY."""
+    for arm in arms:
+        d = root / f"{prefix}-{arm}"
+        d.mkdir()
+        (d / "run-stress-100-0.json").write_text(json.dumps({key: [line]}))
+
+
 def test_the_report_names_the_measurements_this_machine_could_not_take(tmp_path):
     no_pmu = "cycles: perf stat counts no cycles here (no PMU?): <not supported>,,cycles,0,100.00,,"
-    for arm in ("series", "swb-v7.3"):
-        d = tmp_path / f"hw-{arm}"
-        d.mkdir()
-        (d / "run-stress-100-0.json").write_text(json.dumps({"probes_missing": [no_pmu]}))
+    _runs_saying(tmp_path, "hw", ("series", "swb-v7.3"), "probes_missing", no_pmu)
     (tmp_path / "hw-swb-v7.3" / "run-bad.json").write_text("{")
     found = hwreport.probes_missing([tmp_path / "hw-series", tmp_path / "hw-swb-v7.3",
                                      tmp_path / "hw-absent"])
@@ -479,6 +484,19 @@ def test_the_report_names_the_measurements_this_machine_could_not_take(tmp_path)
     text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"],
                           probes_missing=found).read_text()
     assert f"## Not in this report\n\n- a measurement: {no_pmu}" in text
+    assert "## Notes of the runs" not in text
+
+
+def test_the_report_lists_the_runs_notes_once(tmp_path):
+    note = "lb-share: jiffies fell 248 behind the clock over the window"
+    _runs_saying(tmp_path, "hw-share", ("series", "lbstats"), "notes", note)
+    found = hwreport.run_notes([tmp_path / "hw-share-series", tmp_path / "hw-share-lbstats"])
+    assert found == [note]
+    arms = [hwreport.ArmState("series", "ref", (), 1, 1),
+            hwreport.ArmState("lbstats", "on", (), 1, 1)]
+    text = hwreport.write(tmp_path / "hw-share", {}, arms, ["./schedlab", "hw"],
+                          notes=found).read_text()
+    assert "## Notes of the runs" in text and text.count(note) == 1
 
 
 def test_the_report_names_cache_aware_scheduling_when_recorded():

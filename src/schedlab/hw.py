@@ -640,6 +640,7 @@ def report(record: dict, tables: bool = True) -> Path:
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     machine = record.get("machine") or hwreport.load_json(work_dir() / kind.prefix
                                                           / "machine.json")
+    folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
     path = hwreport.write(resmod.results_dir(kind.prefix), machine,
                           _arm_states(arms, record["rounds"], record["runs"], bench,
                                       record.get("swb", False), kind),
@@ -647,8 +648,8 @@ def report(record: dict, tables: bool = True) -> Path:
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
                           | {"benchmarks": ", ".join(bench)},
-                          hwreport.probes_missing([resmod.results_dir(f"{kind.prefix}-{a.name}")
-                                                   for a in arms]), kind.about)
+                          hwreport.probes_missing(folders), kind.about,
+                          hwreport.run_notes(folders))
     say(f"hw: the report: {path}")
     return path
 

@@ -149,7 +149,8 @@ def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
 def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence[str],
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
           settings: Optional[Dict[str, object]] = None,
-          probes_missing: Sequence[str] = (), about: str = "") -> Path:
+          probes_missing: Sequence[str] = (), about: str = "",
+          notes: Sequence[str] = ()) -> Path:
     """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
@@ -182,6 +183,10 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
               eq or "No A/A margin in this report: it comes from the reference's repeat "
               "(series-again) in a run of three arms or more, once its runs finished."]
     lines += pair_sections(results, arms)
+    if notes:
+        lines += ["", "## Notes of the runs", "",
+                  "What the runs' parsers said beside their numbers (each once):", "",
+                  *[f"- {n}" for n in notes]]
     gaps = [f"- the arm {m} (this kernel lacks what it switches)" for m in missing]
     gaps += [f"- the benchmark {b}" for b in left_out]
     gaps += [f"- a measurement: {p}" for p in probes_missing]
@@ -196,15 +201,26 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     return path
 
 
-def probes_missing(folders: Sequence[Path]) -> List[str]:
-    """What the runs in FOLDERS could not measure on this machine (each run
-    records its guest's or host's probes-missing lines), in order, once."""
+def _run_lines(folders: Sequence[Path], key: str) -> List[str]:
     out: List[str] = []
     for folder in folders:
         for f in sorted(folder.glob("run-*.json")):
             try:
-                lines = json.loads(f.read_text()).get("probes_missing") or []
+                lines = json.loads(f.read_text()).get(key) or []
             except (OSError, ValueError):
                 continue
             out += [ln for ln in lines if ln not in out]
     return out
+
+
+def probes_missing(folders: Sequence[Path]) -> List[str]:
+    """What the runs in FOLDERS could not measure on this machine (each run
+    records its guest's or host's probes-missing lines), in order, once."""
+    return _run_lines(folders, "probes_missing")
+
+
+def run_notes(folders: Sequence[Path]) -> List[str]:
+    """The runs' notes (a parser's findings that do not make a run
+    incomplete: the lb-share replay's clock checks), in order, once; the
+    numbers in them (which run, how far) make most lines differ."""
+    return _run_lines(folders, "notes")
