@@ -50,7 +50,7 @@ WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
 # The weight came on 2026-12-01, after the first runs: without it, 0.
 _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
-# CONFIG_HZ values the clock's ratio is rounded to
+# The CONFIG_HZ values hz_of() chooses among
 HZ_VALUES = (100, 250, 300, 1000)
 
 
