@@ -170,7 +170,8 @@ MAIN = Pass("main", PROBES, PREFIX)
 SHARE = Pass("lb-share", "lb-share", "hw-share", ("series", "lbstats"),
              ("stress-100", "stress-90", "hackbench-process"),
              "This is the kit's `--lb-share` pass. It records every busy balance above the "
-             "lowest sched domain level (CPU, level, jiffy, busy interval). It then replays "
+             "lowest sched domain level (CPU, level, last_balance, busy interval, time). It "
+             "then replays "
              "them under SG_STATS_REUSE's rule (patch 9): a busy balance leaves the sums of "
              "the groups it read, and another busy balance of the level takes them within "
              "1/64 of its busy interval. `group reads sums could serve (LEVEL)` is the share "
@@ -264,6 +265,7 @@ def kernel_pieces(debug_sched: Path) -> List[str]:
 # with several LLCs: while it is on, SG_STATS_REUSE keeps and uses no sums.
 LLC_BALANCING = Path("llc_balancing") / "enabled"
 CPU0_DOMAINS = Path("domains") / "cpu0"
+SWITCH_ON = ("1", "Y", "y")         # llc_balancing/enabled's "on"
 
 
 def _cpu_list(text: str) -> FrozenSet[int]:
@@ -318,7 +320,7 @@ def llc_balancing_state(debug_sched: Path,
         text = (debug_sched / LLC_BALANCING).read_text().strip()
     except OSError:
         return "", None
-    if text not in ("1", "Y", "y"):
+    if text not in SWITCH_ON:
         return text, False
     return text, several_llcs(debug_sched, cpu_dir)
 
@@ -333,7 +335,7 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
     where = debug_sched / LLC_BALANCING
     if active is False:
         why = ("with one LLC it is not active (7.3 turns it on only where the LLC domain "
-               "has a parent)" if text in ("1", "Y", "y") else "off")
+               "has a parent)" if text in SWITCH_ON else "off")
         return Check("cache aware scheduling", True,
                      f"{where} is {text}, {why}: the lbstats arm measures the reuse")
     detail = (f"{where} is {text} and "
@@ -466,8 +468,11 @@ def _llc_record(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> str:
     text, active = llc_balancing_state(debug_sched, cpu_dir)
     if not text:
         return ""
-    return text + {True: " (active: several LLCs)", False: " (not active)" if text in (
-        "1", "Y", "y") else "", None: " (several LLCs or not: unknown)"}[active]
+    if active is None:
+        return text + " (several LLCs or not: unknown)"
+    if active:
+        return text + " (active: several LLCs)"
+    return text + (" (not active)" if text in SWITCH_ON else "")
 
 
 def machine_record() -> dict:
