@@ -32,6 +32,23 @@ def test_rows_and_significance(tmp_path):
     assert row.sig
 
 
+def test_a_metric_with_no_better_direction(tmp_path):
+    """A share that says how in step the balances run: the plain change, in
+    parentheses and explained, never called better or worse."""
+    kw = dict(metric="group reads sums could serve (MC)", kind="count", hib=None)
+    a = write_runs(tmp_path / "base", [10.0, 10.1, 9.9, 10.0], **kw)
+    b = write_runs(tmp_path / "patched", [8.0, 8.1, 7.9, 8.0], **kw)
+    (row,) = c.rows(a, b)
+    assert row.neutral and row.imp == pytest.approx(-20.0) and row.sig
+    text = c.table([row], "base", "patched")
+    assert "(-20.00%)" in text and c.NEUTRAL_NOTE in text
+    summary = c.headline_summary([row], [row], "patched")
+    assert "-20.0% on patched, neither better nor worse" in summary
+    assert "worse on" not in summary
+    plain = c.rows(write_runs(tmp_path / "a2", [10.0, 10.1]), write_runs(tmp_path / "b2", [8.0, 8.1]))
+    assert c.NEUTRAL_NOTE not in c.table(plain, "a2", "b2")
+
+
 def test_table_text_and_markdown(tmp_path):
     a = write_runs(tmp_path / "base", [10.0, 10.1, 9.9])
     b = write_runs(tmp_path / "patched", [10.0, 10.2, 9.8])

@@ -188,6 +188,9 @@ def test_lb_share_probe():
     assert m["group reads in busy balances (MC)"].value == 12
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
+    # How in step the balances run is the machine's: no arm is better for it.
+    assert m["group reads sums could serve (MC)"].higher_is_better is None
+    assert m["group reads sums another CPU left could serve (MC)"].higher_is_better is None
     # Three balances of three CPUs: HZ cannot be told, and the problem says so.
     assert p.notes == ["lb-share: too few balances of one CPU's level to tell HZ: 250 "
                        "assumed"] and not p.problems

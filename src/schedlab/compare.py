@@ -77,6 +77,11 @@ def _meanings() -> Tuple[Meaning, ...]:
 
 HEADLINE_MEANINGS = _meanings()
 HEADLINE_MAX = 10
+# Under a table with a metric that no direction makes better (Metric's
+# higher_is_better None: the share of reads sums could serve is how in step
+# the kernel's balances run, not a result of the arm)
+NEUTRAL_NOTE = ("pct imp in parentheses: the plain change on B, for a metric that neither "
+                "direction makes better.")
 
 # The metrics the probe and workload records flag as headline metrics: the
 # candidates of the headline.  Given as 'only' (compare --headline), the
@@ -143,7 +148,7 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False,
             "pct imp", "sig"] + ([f"{a_name} runs", f"{b_name} runs"] if each else [])
     body = []
     for r in rs:
-        imp = "n/a" if r.imp is None else f"{r.imp:+.2f}%"
+        imp = "n/a" if r.imp is None else f"({r.imp:+.2f}%)" if r.neutral else f"{r.imp:+.2f}%"
         body.append([r.workload, r.label(), fmt(r.a.mean), f"{r.a.cv_pct:.2f}",
                      fmt(r.b.mean), f"{r.b.cv_pct:.2f}", imp, "*" if r.sig else ""]
                     + ([" ".join(fmt(x) for x in r.a_vals), " ".join(fmt(x) for x in r.b_vals)]
@@ -152,6 +157,8 @@ def table(rs: List[Row], a_name: str, b_name: str, markdown: bool = False,
     lines.append("")
     lines.append(f"pct imp > 0: {b_name} better than {a_name}. '*': significant, "
                  f"{stats.SIGNIFICANCE_RULE}.")
+    if any(r.neutral for r in rs):
+        lines.append(NEUTRAL_NOTE)
     if any(r.wallclock for r in rs):
         lines.append(WALLCLOCK_NOTE)
     return "\n".join(lines)
@@ -167,8 +174,9 @@ def headline_summary(shown: List[Row], every: List[Row], b_name: str) -> str:
            + (f" ({', '.join(said)})" if said else "")
            + ("; significant ('*'):" if sig else "; no significant change")]
     for r in sig:
-        change = "" if r.imp is None else \
-            f": {r.imp:+.1f}%, {'better' if r.imp > 0 else 'worse'} on {b_name}"
+        change = ("" if r.imp is None
+                  else f": {r.imp:+.1f}% on {b_name}, neither better nor worse" if r.neutral
+                  else f": {r.imp:+.1f}%, {'better' if r.imp > 0 else 'worse'} on {b_name}")
         out.append(f"  {r.workload} {r.metric}{change}")
     left = sum(1 for r in every if r.wallclock)
     if left:

@@ -16,7 +16,9 @@ class Metric:
     value: float
     unit: str
     kind: str                 # "time", "rate" or "count": picks the mean
-    higher_is_better: bool
+    # None: neither direction is better (a property of the machine, such
+    # as how in step its balances run); tables show B's plain change
+    higher_is_better: Optional[bool]
 
 
 def _float(m: Optional[re.Match], group: int = 1) -> Optional[float]:

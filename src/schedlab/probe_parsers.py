@@ -320,9 +320,9 @@ def lb_share(p: Parsed) -> None:
         p.metrics[f"group reads in busy balances ({name})"] = Metric(
             s.reads, "reads", "count", False)
         p.metrics[f"group reads sums could serve ({name})"] = Metric(
-            100.0 * s.taken / s.reads, "%", "count", True)
+            100.0 * s.taken / s.reads, "%", "count", None)
         p.metrics[f"group reads sums another CPU left could serve ({name})"] = Metric(
-            100.0 * s.taken_other / s.reads, "%", "count", True)
+            100.0 * s.taken_other / s.reads, "%", "count", None)
 
 
 def lb_reads(p: Parsed) -> None:

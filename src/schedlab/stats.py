@@ -71,11 +71,17 @@ def summarize(xs: Sequence[float], kind: str = "time") -> Summary:
     return Summary(n, mean, sd, cv, am - half, am + half)
 
 
-def pct_improvement(a: float, b: float, higher_is_better: bool) -> Optional[float]:
-    """Positive when B is better than A, whatever the metric's direction."""
-    if a == 0:
+def pct_change(a: float, b: float) -> Optional[float]:
+    """B's change from A, in percent of A."""
+    return None if a == 0 else 100.0 * (b - a) / abs(a)
+
+
+def pct_improvement(a: float, b: float, higher_is_better: Optional[bool]) -> Optional[float]:
+    """Positive when B is better than A, whatever the metric's direction;
+    None for a metric with no better direction (higher_is_better None)."""
+    change = pct_change(a, b)
+    if change is None or higher_is_better is None:
         return None
-    change = 100.0 * (b - a) / abs(a)
     return change if higher_is_better else -change
 
 

@@ -86,6 +86,7 @@ class Row:
     a_vals: Tuple[float, ...] = ()
     b_vals: Tuple[float, ...] = ()
     wallclock: bool = False     # a short function's wall-clock time under TCG
+    neutral: bool = False       # no better direction: imp is B's plain change
 
     def label(self) -> str:
         """The metric cell: name, unit and the wall-clock mark."""
@@ -113,10 +114,12 @@ def rows(a: List[dict], b: List[dict]) -> List[Row]:
         kind, hib = ma[0]["kind"], ma[0]["higher_is_better"]
         sa = stats.summarize([m["value"] for m in ma], kind)
         sb = stats.summarize([m["value"] for m in mb], kind)
-        out.append(Row(key[0], key[1], ma[0]["unit"], sa, sb,
-                       stats.pct_improvement(sa.mean, sb.mean, hib), stats.significant(sa, sb),
+        neutral = hib is None
+        imp = (stats.pct_change(sa.mean, sb.mean) if neutral
+               else stats.pct_improvement(sa.mean, sb.mean, hib))
+        out.append(Row(key[0], key[1], ma[0]["unit"], sa, sb, imp, stats.significant(sa, sb),
                        tuple(m["value"] for m in ma), tuple(m["value"] for m in mb),
-                       tcg and short_wallclock(ma[0]["unit"], kind)))
+                       tcg and short_wallclock(ma[0]["unit"], kind), neutral))
     return out
 
 
