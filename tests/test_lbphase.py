@@ -135,6 +135,12 @@ def test_share_replay_follows_the_rule():
     out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
     assert (out["MC"].balances, out["MC"].reads, out["MC"].taken) == (4, 16, 8)
     assert out["MC"].taken_other == 8 and out["MC"].retries == 0
+    # cpu1 began 200 us after cpu3: not close.  10 us after: close, a race
+    # in a kernel (the sums not written yet).
+    assert out["MC"].taken_close == 0
+    text = _share(3, "MC", 4) + _share(1, "MC", 4, off_us=110)
+    out = lbphase.share_replay(lbphase.parse_share_events(text), spans, hz=250)
+    assert (out["MC"].taken, out["MC"].taken_close) == (4, 4)
     # The same CPU again in the jiffy with the same last_balance is the
     # balance's retry: counted apart, not replayed.  With a new last_balance
     # it is a balance of its own, taking its own sums.
@@ -188,6 +194,8 @@ def test_lb_share_probe():
     assert m["group reads in busy balances (MC)"].value == 12
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
+    assert m["group reads sums could serve, begun less than 20 us after their writer (MC)"] \
+        .value == 0
     # How in step the balances run is the machine's: no arm is better for it.
     assert m["group reads sums could serve (MC)"].higher_is_better is None
     assert m["group reads sums another CPU left could serve (MC)"].higher_is_better is None

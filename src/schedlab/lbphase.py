@@ -37,7 +37,14 @@ counted apart, not replayed.  Moves, which make sums stale, are not seen,
 nor the root's refusal of sums while rd->overloaded is set: the share is an
 upper bound of what the feature serves, with the kernel's own phases.
 Sums another CPU left are counted apart: sharing among CPUs is the
-feature's point.
+feature's point.  So are takes whose writer's balance began less than
+CLOSE_NS earlier (both times are should_we_balance()'s return, where the
+group statistics start): in a kernel those balances read at the same
+time, and the taker finds the write not made yet or in progress and
+reads the runqueues itself, unless the group it wants was among the
+writer's first.  Ticks are not skewed by default (skew_tick=0), so the
+balances of a level that fall due in one jiffy start within
+microseconds of each other.
 """
 
 from __future__ import annotations
@@ -50,6 +57,10 @@ WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
 # The weight came on 2026-12-01, after the first runs: without it, 0.
 _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
+# A take whose writer began less than this before (ns) raced with it
+# (share_replay()): about one busy balance's group statistics over a few
+# dozen runqueues on a server, a rough figure, not measured here
+CLOSE_NS = 20000
 # The CONFIG_HZ values hz_of() chooses among
 HZ_VALUES = (100, 250, 300, 1000)
 
@@ -258,6 +269,7 @@ class Shared:
     reads: int = 0             # their per-CPU reads (the sum of their groups' weights)
     taken: int = 0             # ... that sums left within their lifetime could serve
     taken_other: int = 0       # ... sums another CPU left
+    taken_close: int = 0       # ... left by a balance begun < CLOSE_NS earlier
     retries: int = 0           # balances again in the same jiffy, without the busiest CPU
 
 
@@ -296,7 +308,8 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
                  hz: int = 250) -> Dict[str, Shared]:
     """Per level (its name, with its weight where several levels share it):
     see the module's text."""
-    sums: Dict[Tuple[str, int, FrozenSet[int]], Tuple[int, int]] = {}  # -> jiffy, CPU
+    # -> jiffy, CPU, ns of the balance that left them
+    sums: Dict[Tuple[str, int, FrozenSet[int]], Tuple[int, int, int]] = {}
     names = {(e.name, e.weight) for e in events}
     out: Dict[str, Shared] = {}
     seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
@@ -316,10 +329,11 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         ttl = ttl_jiffies(e.busy_ms, hz)
         for g in groups_of(spans, e.name, doms[k][1], e.weight):
             s.reads += len(g)
-            stamp, writer = sums.get((e.name, e.weight, g), (None, -1))
+            stamp, writer, began = sums.get((e.name, e.weight, g), (None, -1, 0))
             if stamp is not None and stamp <= now <= stamp + ttl:
                 s.taken += len(g)
                 s.taken_other += len(g) if writer != e.cpu else 0
+                s.taken_close += len(g) if e.ns - began < CLOSE_NS else 0
             else:
-                sums[(e.name, e.weight, g)] = (now, e.cpu)
+                sums[(e.name, e.weight, g)] = (now, e.cpu, e.ns)
     return out

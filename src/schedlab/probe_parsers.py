@@ -323,6 +323,9 @@ def lb_share(p: Parsed) -> None:
             100.0 * s.taken / s.reads, "%", "count", None)
         p.metrics[f"group reads sums another CPU left could serve ({name})"] = Metric(
             100.0 * s.taken_other / s.reads, "%", "count", None)
+        p.metrics[f"group reads sums could serve, begun less than {lbphase.CLOSE_NS // 1000} us "
+                  f"after their writer ({name})"] = Metric(
+            100.0 * s.taken_close / s.reads, "%", "count", None)
 
 
 def lb_reads(p: Parsed) -> None:
