@@ -37,14 +37,20 @@ counted apart, not replayed.  Moves, which make sums stale, are not seen,
 nor the root's refusal of sums while rd->overloaded is set: the share is an
 upper bound of what the feature serves, with the kernel's own phases.
 Sums another CPU left are counted apart: sharing among CPUs is the
-feature's point.  So are takes whose writer's balance began less than
-CLOSE_NS earlier (both times are should_we_balance()'s return, where the
-group statistics start): in a kernel those balances read at the same
-time, and the taker finds the write not made yet or in progress and
-reads the runqueues itself, unless the group it wants was among the
-writer's first.  Ticks are not skewed by default (skew_tick=0), so the
-balances of a level that fall due in one jiffy start within
-microseconds of each other.
+feature's point.
+
+Each balance visits its groups in the kernel's order, from the one that
+holds the CPU balanced for, in the ring that for_each_cpu_wrap() builds
+(build_sched_groups()), and leaves a group's sums once it has read the
+group's runqueues.  With rq_ns 0 a balance is instantaneous: sums left
+by a balance that began a microsecond earlier serve.  With rq_ns > 0 it
+reads a runqueue in rq_ns, and a group's sums serve only a visit that
+reaches the group after they were left: ticks are not skewed by default
+(skew_tick=0), so a level's balances due in one jiffy start within
+microseconds of each other (should_we_balance()'s return is the time
+recorded), and started together each reads its own group, races the next
+group's balance for the second and takes the rest.  A visit that races
+takes the sums left before, if they are still recent.
 """
 
 from __future__ import annotations
@@ -57,10 +63,10 @@ WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
 # The weight came on 2026-12-01, after the first runs: without it, 0.
 _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
-# A take whose writer began less than this before (ns) raced with it
-# (share_replay()): about one busy balance's group statistics over a few
-# dozen runqueues on a server, a rough figure, not measured here
-CLOSE_NS = 20000
+# The time of one runqueue's read in a group's statistics (ns) for the
+# replay's second share: a few remote cache lines on a server, a rough
+# figure, not measured here
+RQ_NS = 200
 # The CONFIG_HZ values hz_of() chooses among
 HZ_VALUES = (100, 250, 300, 1000)
 
@@ -269,7 +275,6 @@ class Shared:
     reads: int = 0             # their per-CPU reads (the sum of their groups' weights)
     taken: int = 0             # ... that sums left within their lifetime could serve
     taken_other: int = 0       # ... sums another CPU left
-    taken_close: int = 0       # ... left by a balance begun < CLOSE_NS earlier
     retries: int = 0           # balances again in the same jiffy, without the busiest CPU
 
 
@@ -304,21 +309,31 @@ def groups_of(spans: Dict[int, List[Tuple[str, FrozenSet[int]]]], name: str,
     return out
 
 
+def walk(groups: List[FrozenSet[int]], cpu: int) -> List[FrozenSet[int]]:
+    """GROUPS in the order CPU's balance visits them: from the one with CPU,
+    each at the place of its first CPU in the span walked upwards from CPU,
+    wrapping (for_each_cpu_wrap() in build_sched_groups())."""
+    top = 1 + max((c for g in groups for c in g), default=cpu)
+    return sorted(groups, key=lambda g: min((c - cpu) % max(top, cpu + 1) for c in g))
+
+
 def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
-                 hz: int = 250) -> Dict[str, Shared]:
+                 hz: int = 250, rq_ns: int = 0) -> Dict[str, Shared]:
     """Per level (its name, with its weight where several levels share it):
     see the module's text."""
-    # -> jiffy, CPU, ns of the balance that left them
-    sums: Dict[Tuple[str, int, FrozenSet[int]], Tuple[int, int, int]] = {}
     names = {(e.name, e.weight) for e in events}
     out: Dict[str, Shared] = {}
     seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
-    for e, now in zip(events, jiffies_of(events, hz)):
+    # Every group visit: when it reaches the group, the event's order, the
+    # group, its level's key, the event, its jiffy, the sums' lifetime
+    visits: List[Tuple[int, int, int, FrozenSet[int], Tuple[str, int], ShareEvent, int, int,
+                       Shared]] = []
+    for n, (e, now) in enumerate(zip(events, jiffies_of(events, hz))):
         doms = spans.get(e.cpu, [])
         k = _level(doms, e.name, e.weight)
         if k is None or not has_sums(doms, k):
             continue
-        several = sum(1 for n, w in names if n == e.name) > 1
+        several = sum(1 for nm, w in names if nm == e.name) > 1
         s = out.setdefault(f"{e.name} {e.weight}" if several else e.name, Shared())
         key = (e.cpu, e.name, e.weight)
         if seen.get(key) == (now, e.last_balance):     # sched_balance_rq()'s redo
@@ -327,13 +342,21 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         seen[key] = (now, e.last_balance)
         s.balances += 1
         ttl = ttl_jiffies(e.busy_ms, hz)
-        for g in groups_of(spans, e.name, doms[k][1], e.weight):
-            s.reads += len(g)
-            stamp, writer, began = sums.get((e.name, e.weight, g), (None, -1, 0))
-            if stamp is not None and stamp <= now <= stamp + ttl:
-                s.taken += len(g)
-                s.taken_other += len(g) if writer != e.cpu else 0
-                s.taken_close += len(g) if e.ns - began < CLOSE_NS else 0
-            else:
-                sums[(e.name, e.weight, g)] = (now, e.cpu, e.ns)
+        at = e.ns
+        for i, g in enumerate(walk(groups_of(spans, e.name, doms[k][1], e.weight), e.cpu)):
+            visits.append((at, n, i, g, (e.name, e.weight), e, now, ttl, s))
+            at += rq_ns * len(g)
+    # Per group, the sums left: (when they can be read, by the order of the
+    # events on a tie), stamp, writer
+    sums: Dict[Tuple[Tuple[str, int], FrozenSet[int]],
+               List[Tuple[Tuple[int, int], int, int]]] = {}
+    for at, n, _, g, level, e, now, ttl, s in sorted(visits, key=lambda v: v[:3]):
+        s.reads += len(g)
+        left = [x for x in sums.get((level, g), []) if x[0] < (at, n)]
+        stamp, writer = max(((x[1], x[2]) for x in left), default=(None, -1))
+        if stamp is not None and stamp <= now <= stamp + ttl:
+            s.taken += len(g)
+            s.taken_other += len(g) if writer != e.cpu else 0
+        else:
+            sums.setdefault((level, g), []).append(((at + rq_ns * len(g), n), now, e.cpu))
     return out

@@ -304,6 +304,7 @@ def lb_share(p: Parsed) -> None:
                        "jiffies, from the clock, are not the kernel's, and its shares are not "
                        "measured")
     shares = lbphase.share_replay(events, spans, hz or 250)
+    walked = lbphase.share_replay(events, spans, hz or 250, lbphase.RQ_NS)
     # A level that keeps sums without a busy balance in the window: 0, not
     # missing from the tables.
     for name in lbphase.level_names(spans)[1:]:
@@ -323,9 +324,8 @@ def lb_share(p: Parsed) -> None:
             100.0 * s.taken / s.reads, "%", "count", None)
         p.metrics[f"group reads sums another CPU left could serve ({name})"] = Metric(
             100.0 * s.taken_other / s.reads, "%", "count", None)
-        p.metrics[f"group reads sums could serve, begun less than {lbphase.CLOSE_NS // 1000} us "
-                  f"after their writer ({name})"] = Metric(
-            100.0 * s.taken_close / s.reads, "%", "count", None)
+        p.metrics[f"group reads sums could serve, {lbphase.RQ_NS} ns a runqueue ({name})"] = \
+            Metric(100.0 * walked[name].taken / s.reads, "%", "count", None)
 
 
 def lb_reads(p: Parsed) -> None:
