@@ -181,6 +181,27 @@ def test_balances_started_together_race():
     assert lbphase.share_replay(events, spans, 250)["MC"].taken == 24
     walked = lbphase.share_replay(events, spans, 250, rq_ns=200)["MC"]
     assert (walked.reads, walked.taken) == (32, 18)
+    # With two groups the balance that starts later takes the group of the
+    # one before it, whose sums are left by the time it gets there; the
+    # earlier one races for the later one's group: 1 of 4 groups.
+    text = "".join(_share(c, "MC", 4, weight=8, off_us=100).replace(
+        f"{4 * 4000000 + 100000}]", f"{4 * 4000000 + 100000 + 10 * i}]")
+        for i, c in enumerate((0, 4)))
+    # (MC of two groups of 4: the SMT level's spans are the groups here)
+    two = {c: [("SMT", frozenset(range(c & 4, (c & 4) + 4))), ("MC", frozenset(range(8)))]
+           for c in range(8)}
+    walked = lbphase.share_replay(lbphase.parse_share_events(text), two, 250, rq_ns=200)["MC"]
+    assert (walked.reads, walked.taken, walked.taken_other) == (16, 4, 4)
+    # There cpu4 and cpu0 both wrote cpu4's group, in the same jiffy: the
+    # later write stays (sg_lb_cache_write() leaves only newer sums), so
+    # cpu4, balancing again 100 us later, takes cpu0's sums of both groups.
+    text = "".join(_share(c, "MC", 4, weight=8, off_us=100, last_balance=lb).replace(
+        f"{4 * 4000000 + 100000}]", f"{4 * 4000000 + 100000 + d}]")
+        for c, d, lb in ((0, 0, 0), (4, 10, 0), (4, 100000, 1)))
+    walked = lbphase.share_replay(lbphase.parse_share_events(text), two, 250, rq_ns=200)
+    assert (walked["MC"].taken, walked["MC"].taken_other) == (4 + 8, 4 + 8)
+    # A group whose CPUs wrap around the balancing CPU comes first.
+    assert lbphase.walk([frozenset({0, 7}), frozenset({3, 4})], 7)[0] == frozenset({0, 7})
     # A jiffy apart (within the 1-jiffy lifetime), as the timeline has it.
     text = _share(0, "MC", 4, weight=8) + _share(2, "MC", 5, weight=8)
     walked = lbphase.share_replay(lbphase.parse_share_events(text), spans, 250, rq_ns=200)

@@ -49,12 +49,15 @@ reaches the group after they were left: ticks are not skewed by default
 (skew_tick=0), so a level's balances due in one jiffy start within
 microseconds of each other (should_we_balance()'s return is the time
 recorded), and started together each reads its own group, races the next
-group's balance for the second and takes the rest.  A visit that races
-takes the sums left before, if they are still recent.
+group's balance for the second and takes the rest (the second too where
+it started after that group's balance).  A visit that races takes the
+sums left before, if they are still recent; of two writes of one jiffy
+the later stays (sg_lb_cache_write() leaves only newer sums).
 """
 
 from __future__ import annotations
 
+import heapq
 import re
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
@@ -324,6 +327,7 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
     names = {(e.name, e.weight) for e in events}
     out: Dict[str, Shared] = {}
     seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
+    order: Dict[Tuple[int, str, int], List[FrozenSet[int]]] = {}     # walk() per CPU and level
     # Every group visit: when it reaches the group, the event's order, the
     # group, its level's key, the event, its jiffy, the sums' lifetime
     visits: List[Tuple[int, int, int, FrozenSet[int], Tuple[str, int], ShareEvent, int, int,
@@ -343,20 +347,29 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         s.balances += 1
         ttl = ttl_jiffies(e.busy_ms, hz)
         at = e.ns
-        for i, g in enumerate(walk(groups_of(spans, e.name, doms[k][1], e.weight), e.cpu)):
+        if key not in order:
+            order[key] = walk(groups_of(spans, e.name, doms[k][1], e.weight), e.cpu)
+        for i, g in enumerate(order[key]):
             visits.append((at, n, i, g, (e.name, e.weight), e, now, ttl, s))
             at += rq_ns * len(g)
-    # Per group, the sums left: (when they can be read, by the order of the
-    # events on a tie), stamp, writer
-    sums: Dict[Tuple[Tuple[str, int], FrozenSet[int]],
-               List[Tuple[Tuple[int, int], int, int]]] = {}
+    # Per group: the sums a visit can read (stamp, writer), and the writes
+    # not readable yet, a heap of (when they can be read, the writer's event
+    # on a tie, stamp, writer).  Visits come in time order, so a write
+    # readable by one is readable by all after it.
+    sums: Dict[Tuple[Tuple[str, int], FrozenSet[int]], Tuple[int, int]] = {}
+    pending: Dict[Tuple[Tuple[str, int], FrozenSet[int]], List[Tuple[int, int, int, int]]] = {}
     for at, n, _, g, level, e, now, ttl, s in sorted(visits, key=lambda v: v[:3]):
         s.reads += len(g)
-        left = [x for x in sums.get((level, g), []) if x[0] < (at, n)]
-        stamp, writer = max(((x[1], x[2]) for x in left), default=(None, -1))
-        if stamp is not None and stamp <= now <= stamp + ttl:
+        heap = pending.setdefault((level, g), [])
+        while heap and heap[0][:2] < (at, n):
+            _, _, stamp, writer = heapq.heappop(heap)
+            # sg_lb_cache_write() leaves only sums read later than its own
+            if (level, g) not in sums or stamp >= sums[(level, g)][0]:
+                sums[(level, g)] = (stamp, writer)
+        stamp, writer = sums.get((level, g), (-1, -1))
+        if stamp >= 0 and stamp <= now <= stamp + ttl:
             s.taken += len(g)
             s.taken_other += len(g) if writer != e.cpu else 0
         else:
-            sums.setdefault((level, g), []).append(((at + rq_ns * len(g), n), now, e.cpu))
+            heapq.heappush(heap, (at + rq_ns * len(g), n, now, e.cpu))
     return out
