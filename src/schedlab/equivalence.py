@@ -132,9 +132,7 @@ def table(runs: Dict[str, List[dict]], aa: Tuple[str, str],
                 continue
             sa, sb = _summary(ca[key]), _summary(cb[key])
             diff = stats.pct_improvement(sa.mean, sb.mean, ca[key][0]["higher_is_better"])
-            change = None
-            if sa.mean:
-                change = 100.0 * (sb.mean - sa.mean) / abs(sa.mean)
+            change = stats.pct_change(sa.mean, sb.mean)
             unit = ca[key][0]["unit"]
             wallclock = tcg and short_wallclock(unit, ca[key][0]["kind"])
             marked |= wallclock

@@ -67,7 +67,7 @@ _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
 # The weight came on 2026-12-01, after the first runs: without it, 0.
 _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
 # The time of one runqueue's read in a group's statistics (ns) for the
-# replay's second share: a few remote cache lines on a server, a rough
+# replay's walked share: a few remote cache lines on a server, a rough
 # figure, not measured here
 RQ_NS = 200
 # The CONFIG_HZ values hz_of() chooses among
