@@ -519,9 +519,10 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     assert hw.run(False, rounds=2, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
                   kind=hw.SHARE) == 0
     req = asked[0][1]
-    # Only its probe: lb-share's programs on should_we_balance() would add
-    # to what funclatency times there.
-    assert list(req.plan.probes) == ["lb-share"] and req.prefix == "hw-share"
+    # Only its probes: lb-share's programs on should_we_balance() would add
+    # to what funclatency times there; lb-time gives its replay the
+    # machine's time of a runqueue's read.
+    assert list(req.plan.probes) == ["lb-share", "lb-time"] and req.prefix == "hw-share"
     assert [a.name for a in req.arms] == ["series", "lbstats"]
     assert req.plan.names() == list(hw.SHARE.bench)
     record = json.loads((tmp_path / "hw-share" / hw.RUN_RECORD).read_text())

@@ -208,6 +208,36 @@ def test_balances_started_together_race():
     assert walked["MC"].taken == 8
 
 
+def test_the_machine_s_own_time_of_a_runqueue_read():
+    # lbshare.bt's @lbt_dur: MC's statistics in 100 ns steps; 3 of 5 in the
+    # step from 1.5 us: the median 1.6 us (the step's top), over 8 runqueues
+    # 200 ns each.  NUMA's groups overlap: 20 reads a balance, not 16.
+    maps = parsers.bpftrace_maps("@lbt_dur[MC, 8, 11]: 1\n@lbt_dur[MC, 8, 15]: 2\n"
+                                 "@lbt_dur[MC, 8, 90]: 2\n@lbt_dur[NUMA, 16, 79]: 1\n"
+                                 "@lbt_dur[PKG, 8, 3]: 1\n@lbs_n: 5\n")
+    assert lbphase.balance_ns(maps) == {("MC", 8): 1600, ("NUMA", 16): 8000, ("PKG", 8): 400}
+    # Rounded up; a level without reads (no balance replayed) has none.
+    assert lbphase.rq_ns_of(lbphase.balance_ns(maps), {("MC", 8): 8.0, ("NUMA", 16): 20.0,
+                                                       ("PKG", 8): 0.0}) == \
+        {("MC", 8): 200, ("NUMA", 16): 400}
+    assert lbphase.rq_ns_of({("MC", 8): 1601}, {("MC", 8): 8.0}) == {("MC", 8): 201}
+    # Of an even count, the lower middle.
+    even = parsers.bpftrace_maps("@lbt_dur[PKG, 32, 9]: 2\n@lbt_dur[PKG, 32, 19]: 2\n")
+    assert lbphase.balance_ns(even) == {("PKG", 32): 1000}
+    # Per level it is the walk of a uniform rq_ns: the four cores 10 ns
+    # apart of test_balances_started_together_race(); a level it does not
+    # have keeps rq_ns.
+    spans = lbphase.parse_spans(LLC_SCHEDSTAT)
+    text = "".join(_share(c, "MC", 4, weight=8, off_us=100).replace(
+        f"{4 * 4000000 + 100000}]", f"{4 * 4000000 + 100000 + 10 * i}]")
+        for i, c in enumerate((0, 2, 4, 6)))
+    events = lbphase.parse_share_events(text)
+    assert lbphase.share_replay(events, spans, 250, level_rq_ns={("MC", 8): 200})["MC"].taken == 18
+    assert lbphase.share_replay(events, spans, 250, level_rq_ns={("MC", 4): 200})["MC"].taken == 24
+    assert lbphase.share_replay(events, spans, 250, 200, {("MC", 4): 0})["MC"].taken == 18
+    assert lbphase.labels(events) == {("MC", 8): "MC"}
+
+
 # Two nodes of two cores of 2 threads, cpu5 offline: cpu4's lowest level
 # degenerated, so its MC's group is cpu4 itself; two NUMA levels, the first
 # (all 7 CPUs) keeps sums, the one above none.
@@ -244,6 +274,27 @@ def test_lb_share_probe():
     assert round(m["group reads sums could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums another CPU left could serve (MC)"].value, 1) == 33.3
     assert round(m["group reads sums could serve, 200 ns a runqueue (MC)"].value, 1) == 33.3
+    # Without lb-time beside it (or where it could not attach): no measured
+    # walk.
+    assert not any("measured" in k or "median" in k for k in m)
+    # With it, lb-share walks at its time and lb-time gives the median.
+    timed = text + "@lbt_dur[MC, 4, 7]: 3\n"
+    p = probemod.Parsed(parsers.bpftrace_maps(timed), 3.0, timed, schedstat=SCHEDSTAT)
+    probemod.parse(["lb-share", "lb-time"], p)
+    assert p.metrics["group statistics time of busy balances, median (MC)"].value == 0.8
+    assert p.metrics["group statistics time of busy balances, median (MC)"] \
+        .higher_is_better is False
+    assert round(p.metrics["group reads sums could serve, the measured time a runqueue (MC)"]
+                 .value, 1) == 33.3
+    assert not any("SMT" in k for k in p.metrics)
+    # lb-time alone: two NUMA levels carry their weights.
+    numa = "@lbt_dur[NUMA, 8, 9]: 1\n@lbt_dur[NUMA, 16, 19]: 1\n@lbt_dur[MC, 4, 2]: 1\n"
+    q = probemod.Parsed(parsers.bpftrace_maps(numa), 3.0, numa)
+    probemod.PROBES["lb-time"].parse(q)
+    assert {k: v.value for k, v in q.metrics.items()} == {
+        "group statistics time of busy balances, median (MC)": 0.3,
+        "group statistics time of busy balances, median (NUMA 8)": 1.0,
+        "group statistics time of busy balances, median (NUMA 16)": 2.0}
     # How in step the balances run is the machine's: no arm is better for it.
     assert m["group reads sums could serve (MC)"].higher_is_better is None
     assert m["group reads sums another CPU left could serve (MC)"].higher_is_better is None

@@ -167,7 +167,7 @@ MAIN = Pass("main", PROBES, PREFIX)
 # changelog leaves it to hardware).  A pass of its own: its probe on
 # should_we_balance() would add to the time funclatency measures there.  The
 # loads where every CPU is busy, and one with idle time.
-SHARE = Pass("lb-share", "lb-share", "hw-share", ("series", "lbstats"),
+SHARE = Pass("lb-share", "lb-share,lb-time", "hw-share", ("series", "lbstats"),
              ("stress-100", "stress-90", "hackbench-process"),
              "This is the kit's `--lb-share` pass. It records every busy balance above the "
              "lowest sched domain level (CPU, level, last_balance, busy interval, time). It "
@@ -177,7 +177,12 @@ SHARE = Pass("lb-share", "lb-share", "hw-share", ("series", "lbstats"),
              "1/64 of its busy interval. `group reads sums could serve (LEVEL)` is the share "
              "of those balances' per-CPU reads the sums could have served. Moves are not "
              "seen, so it is an upper bound of what the feature saves with this machine's "
-             "own balancing phases. The lbstats arm runs the feature itself.")
+             "own balancing phases. `group reads sums could serve, the measured time a "
+             "runqueue (LEVEL)` walks each balance's groups in the kernel's order at this "
+             "machine's own pace (the level's median time in "
+             "sched_balance_find_src_group() over the runqueues a balance reads, each arm "
+             "its own): balances that start together race. The lbstats arm runs the "
+             "feature itself.")
 PASSES = {p.name: p for p in (MAIN, SHARE)}
 
 

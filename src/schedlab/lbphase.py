@@ -52,7 +52,12 @@ recorded), and started together each reads its own group, races the next
 group's balance for the second and takes the rest (the second too where
 it started after that group's balance).  A visit that races takes the
 sums left before, if they are still recent; of two writes of one jiffy
-the later stays (sg_lb_cache_write() leaves only newer sums).
+the later stays (sg_lb_cache_write() leaves only newer sums).  The time
+of a runqueue's read is RQ_NS, a guess, or per level the machine's own:
+the median time the lb-time probe (lbtime.bt) finds the busy balances spend in
+sched_balance_find_src_group() over the runqueues each reads (balance_ns(),
+rq_ns_of()).  The share need not fall as the read gets longer: a later
+visit can find sums a racing one missed.
 """
 
 from __future__ import annotations
@@ -70,6 +75,10 @@ _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+
 # replay's walked share: a few remote cache lines on a server, a rough
 # figure, not measured here
 RQ_NS = 200
+# lbshare.bt's @lbt_dur: a level's busy balances by how long they ran on
+# after should_we_balance(), in steps of DUR_STEP_NS
+_DUR_KEY = re.compile(r"^lbt_dur\[(\S+), (\d+), (\d+)\]$")
+DUR_STEP_NS = 100
 # The CONFIG_HZ values hz_of() chooses among
 HZ_VALUES = (100, 250, 300, 1000)
 
@@ -199,6 +208,35 @@ def parse_share_events(text: str) -> List[ShareEvent]:
     return sorted(out, key=lambda e: (e.ns, e.cpu))
 
 
+def balance_ns(maps: Dict[str, float]) -> Dict[Tuple[str, int], int]:
+    """Per level (name, weight): the median time of lbshare.bt's busy
+    balances in sched_balance_find_src_group() (ns, the top of its 100 ns
+    step)."""
+    counts: Dict[Tuple[str, int], Dict[int, float]] = {}
+    for key, n in maps.items():
+        m = _DUR_KEY.match(key)
+        if m:
+            counts.setdefault((m.group(1), int(m.group(2))), {})[int(m.group(3))] = n
+    out = {}
+    for level, steps in counts.items():
+        half, seen = sum(steps.values()) / 2, 0.0
+        for step in sorted(steps):
+            seen += steps[step]
+            if seen >= half:
+                out[level] = (step + 1) * DUR_STEP_NS
+                break
+    return out
+
+
+def rq_ns_of(durations: Dict[Tuple[str, int], int],
+             reads: Dict[Tuple[str, int], float]) -> Dict[Tuple[str, int], int]:
+    """Per level: the time of one runqueue's read, the median statistics
+    time over READS, the runqueues a balance of the level reads (its span's
+    weight, more where NUMA groups overlap), rounded up."""
+    return {level: -(-ns // max(1, round(reads[level])))
+            for level, ns in durations.items() if reads.get(level)}
+
+
 def _pairs(events: Sequence[ShareEvent]) -> List[Tuple[ShareEvent, ShareEvent]]:
     """Consecutive balances of one CPU's level, retries left out."""
     out = []
@@ -320,25 +358,36 @@ def walk(groups: List[FrozenSet[int]], cpu: int) -> List[FrozenSet[int]]:
     return sorted(groups, key=lambda g: min((c - cpu) % max(top, cpu + 1) for c in g))
 
 
-def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
-                 hz: int = 250, rq_ns: int = 0) -> Dict[str, Shared]:
-    """Per level (its name, with its weight where several levels share it):
-    see the module's text."""
+def labels(events: Sequence[ShareEvent]) -> Dict[Tuple[str, int], str]:
+    """Each level's name in share_replay()'s results: its weight too where
+    several levels have its name (NUMA)."""
     names = {(e.name, e.weight) for e in events}
+    return {(name, w): f"{name} {w}" if sum(1 for nm, _ in names if nm == name) > 1 else name
+            for name, w in names}
+
+
+def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, FrozenSet[int]]]],
+                 hz: int = 250, rq_ns: int = 0,
+                 level_rq_ns: Optional[Dict[Tuple[str, int], int]] = None) -> Dict[str, Shared]:
+    """Per level (its name, with its weight where several levels share it):
+    see the module's text.  LEVEL_RQ_NS, per (name, weight), takes the place
+    of RQ_NS for the levels it has (rq_ns_of())."""
+    label = labels(events)
     out: Dict[str, Shared] = {}
     seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
     order: Dict[Tuple[int, str, int], List[FrozenSet[int]]] = {}     # walk() per CPU and level
     # Every group visit: when it reaches the group, the event's order, the
-    # group, its level's key, the event, its jiffy, the sums' lifetime
+    # group's place in the walk, the group, its level's key, the event, its
+    # jiffy, the sums' lifetime, the level's counts, the level's time of a
+    # runqueue's read
     visits: List[Tuple[int, int, int, FrozenSet[int], Tuple[str, int], ShareEvent, int, int,
-                       Shared]] = []
+                       Shared, int]] = []
     for n, (e, now) in enumerate(zip(events, jiffies_of(events, hz))):
         doms = spans.get(e.cpu, [])
         k = _level(doms, e.name, e.weight)
         if k is None or not has_sums(doms, k):
             continue
-        several = sum(1 for nm, w in names if nm == e.name) > 1
-        s = out.setdefault(f"{e.name} {e.weight}" if several else e.name, Shared())
+        s = out.setdefault(label[(e.name, e.weight)], Shared())
         key = (e.cpu, e.name, e.weight)
         if seen.get(key) == (now, e.last_balance):     # sched_balance_rq()'s redo
             s.retries += 1
@@ -349,16 +398,17 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
         at = e.ns
         if key not in order:
             order[key] = walk(groups_of(spans, e.name, doms[k][1], e.weight), e.cpu)
+        rq = (level_rq_ns or {}).get((e.name, e.weight), rq_ns)
         for i, g in enumerate(order[key]):
-            visits.append((at, n, i, g, (e.name, e.weight), e, now, ttl, s))
-            at += rq_ns * len(g)
+            visits.append((at, n, i, g, (e.name, e.weight), e, now, ttl, s, rq))
+            at += rq * len(g)
     # Per group: the sums a visit can read (stamp, writer), and the writes
     # not readable yet, a heap of (when they can be read, the writer's event
     # on a tie, stamp, writer).  Visits come in time order, so a write
     # readable by one is readable by all after it.
     sums: Dict[Tuple[Tuple[str, int], FrozenSet[int]], Tuple[int, int]] = {}
     pending: Dict[Tuple[Tuple[str, int], FrozenSet[int]], List[Tuple[int, int, int, int]]] = {}
-    for at, n, _, g, level, e, now, ttl, s in sorted(visits, key=lambda v: v[:3]):
+    for at, n, _, g, level, e, now, ttl, s, rq in sorted(visits, key=lambda v: v[:3]):
         s.reads += len(g)
         heap = pending.setdefault((level, g), [])
         while heap and heap[0][:2] < (at, n):
@@ -371,5 +421,5 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
             s.taken += len(g)
             s.taken_other += len(g) if writer != e.cpu else 0
         else:
-            heapq.heappush(heap, (at + rq_ns * len(g), n, now, e.cpu))
+            heapq.heappush(heap, (at + rq * len(g), n, now, e.cpu))
     return out

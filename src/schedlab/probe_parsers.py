@@ -305,6 +305,16 @@ def lb_share(p: Parsed) -> None:
                        "measured")
     shares = lbphase.share_replay(events, spans, hz or 250)
     walked = lbphase.share_replay(events, spans, hz or 250, lbphase.RQ_NS)
+    # The walk at this machine's own time of a runqueue's read, where the
+    # lb-time probe ran beside: each arm its own (with SG_STATS_REUSE on,
+    # sums taken shorten it)
+    durations = lbphase.balance_ns(p.maps)
+    label = lbphase.labels(events)
+    reads = {lv: shares[lb].reads / shares[lb].balances for lv, lb in label.items()
+             if lb in shares and shares[lb].balances}
+    level_rq_ns = lbphase.rq_ns_of(durations, reads)
+    timed = lbphase.share_replay(events, spans, hz or 250,
+                                 level_rq_ns=level_rq_ns) if level_rq_ns else {}
     # A level that keeps sums without a busy balance in the window: 0, not
     # missing from the tables.
     for name in lbphase.level_names(spans)[1:]:
@@ -326,6 +336,22 @@ def lb_share(p: Parsed) -> None:
             100.0 * s.taken_other / s.reads, "%", "count", None)
         p.metrics[f"group reads sums could serve, {lbphase.RQ_NS} ns a runqueue ({name})"] = \
             Metric(100.0 * walked[name].taken / s.reads, "%", "count", None)
+        timed_level = [lv for lv, lb in label.items() if lb == name and lv in level_rq_ns]
+        if timed_level:
+            p.metrics[f"group reads sums could serve, the measured time a runqueue ({name})"] = \
+                Metric(100.0 * timed[name].taken / s.reads, "%", "count", None)
+
+
+def lb_time(p: Parsed) -> None:
+    """lbtime.bt: the median time of a level's group statistics in its busy
+    balances (the level's name, with its weight where several levels have
+    the name)."""
+    durations = lbphase.balance_ns(p.maps)
+    names = [name for name, _ in durations]
+    for (name, weight), ns in sorted(durations.items()):
+        level = f"{name} {weight}" if names.count(name) > 1 else name
+        p.metrics[f"group statistics time of busy balances, median ({level})"] = Metric(
+            ns / 1000.0, "us", "time", False)
 
 
 def lb_reads(p: Parsed) -> None:

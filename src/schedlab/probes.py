@@ -225,8 +225,17 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
            MetricSpec("retries of busy balances", "calls", per_domain=True),
            MetricSpec("group reads sums could serve", "%", headline=True, per_domain=True),
            MetricSpec("group reads sums another CPU left could serve", "%",
+                      per_domain=True),
+           MetricSpec("group reads sums could serve, the measured time a runqueue", "%",
                       per_domain=True)),
           pp.lb_share, "lbshare", (("%ENV%", "args->env", "arg0"),)),
+    Probe("lb-time", "sched_balance_find_src_group()'s time in the busy balances above the "
+                     "lowest level, by level: with lb-share, its replay walks each balance's "
+                     "groups at this machine's time of a runqueue's read (lbphase.py)",
+          ("sched_balance_find_src_group",), ("lbt_dur",),
+          (MetricSpec("group statistics time of busy balances, median", "us",
+                      per_domain=True),),
+          pp.lb_time, "lbtime", (("%ENV%", "args->env", "arg0"),)),
     Probe("lb-reads", "runqueues read to compute group statistics (cpu_util_cfs() calls "
                       "inside sched_balance_find_src_group()), per balance, by level and "
                       "idle type",
