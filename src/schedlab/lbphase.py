@@ -75,8 +75,8 @@ _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+
 # replay's walked share: a few remote cache lines on a server, a rough
 # figure, not measured here
 RQ_NS = 200
-# lbshare.bt's @lbt_dur: a level's busy balances by how long they ran on
-# after should_we_balance(), in steps of DUR_STEP_NS
+# lbtime.bt's @lbt_dur: a level's busy balances by how long they spent in
+# sched_balance_find_src_group(), in steps of DUR_STEP_NS
 _DUR_KEY = re.compile(r"^lbt_dur\[(\S+), (\d+), (\d+)\]$")
 DUR_STEP_NS = 100
 # The CONFIG_HZ values hz_of() chooses among
@@ -209,8 +209,8 @@ def parse_share_events(text: str) -> List[ShareEvent]:
 
 
 def balance_ns(maps: Dict[str, float]) -> Dict[Tuple[str, int], int]:
-    """Per level (name, weight): the median time of lbshare.bt's busy
-    balances in sched_balance_find_src_group() (ns, the top of its 100 ns
+    """Per level (name, weight): the median time lbtime.bt's busy balances
+    spent in sched_balance_find_src_group() (ns, the top of its 100 ns
     step)."""
     counts: Dict[Tuple[str, int], Dict[int, float]] = {}
     for key, n in maps.items():
