@@ -235,7 +235,7 @@ def test_the_machine_s_own_time_of_a_runqueue_read():
     assert lbphase.share_replay(events, spans, 250, level_rq_ns={("MC", 8): 200})["MC"].taken == 18
     assert lbphase.share_replay(events, spans, 250, level_rq_ns={("MC", 4): 200})["MC"].taken == 24
     assert lbphase.share_replay(events, spans, 250, 200, {("MC", 4): 0})["MC"].taken == 18
-    assert lbphase.labels(events) == {("MC", 8): "MC"}
+    assert lbphase.labels((e.name, e.weight) for e in events) == {("MC", 8): "MC"}
 
 
 # Two nodes of two cores of 2 threads, cpu5 offline: cpu4's lowest level

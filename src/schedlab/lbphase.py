@@ -65,7 +65,7 @@ from __future__ import annotations
 import heapq
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
@@ -358,10 +358,10 @@ def walk(groups: List[FrozenSet[int]], cpu: int) -> List[FrozenSet[int]]:
     return sorted(groups, key=lambda g: min((c - cpu) % max(top, cpu + 1) for c in g))
 
 
-def labels(events: Sequence[ShareEvent]) -> Dict[Tuple[str, int], str]:
-    """Each level's name in share_replay()'s results: its weight too where
-    several levels have its name (NUMA)."""
-    names = {(e.name, e.weight) for e in events}
+def labels(levels: Iterable[Tuple[str, int]]) -> Dict[Tuple[str, int], str]:
+    """Each level's (name, weight) name in the metrics, as in share_replay()'s
+    results: its weight too where several levels have its name (NUMA)."""
+    names = set(levels)
     return {(name, w): f"{name} {w}" if sum(1 for nm, _ in names if nm == name) > 1 else name
             for name, w in names}
 
@@ -372,7 +372,7 @@ def share_replay(events: Sequence[ShareEvent], spans: Dict[int, List[Tuple[str, 
     """Per level (its name, with its weight where several levels share it):
     see the module's text.  LEVEL_RQ_NS, per (name, weight), takes the place
     of RQ_NS for the levels it has (rq_ns_of())."""
-    label = labels(events)
+    label = labels((e.name, e.weight) for e in events)
     out: Dict[str, Shared] = {}
     seen: Dict[Tuple[int, str, int], Tuple[int, int]] = {}   # the last (jiffy, last_balance)
     order: Dict[Tuple[int, str, int], List[FrozenSet[int]]] = {}     # walk() per CPU and level

@@ -309,7 +309,7 @@ def lb_share(p: Parsed) -> None:
     # lb-time probe ran beside: each arm its own (with SG_STATS_REUSE on,
     # sums taken shorten it)
     durations = lbphase.balance_ns(p.maps)
-    label = lbphase.labels(events)
+    label = lbphase.labels((e.name, e.weight) for e in events)
     reads = {lv: shares[lb].reads / shares[lb].balances for lv, lb in label.items()
              if lb in shares and shares[lb].balances}
     level_rq_ns = lbphase.rq_ns_of(durations, reads)
@@ -336,8 +336,7 @@ def lb_share(p: Parsed) -> None:
             100.0 * s.taken_other / s.reads, "%", "count", None)
         p.metrics[f"group reads sums could serve, {lbphase.RQ_NS} ns a runqueue ({name})"] = \
             Metric(100.0 * walked[name].taken / s.reads, "%", "count", None)
-        timed_level = [lv for lv, lb in label.items() if lb == name and lv in level_rq_ns]
-        if timed_level:
+        if any(label[lv] == name for lv in level_rq_ns):
             p.metrics[f"group reads sums could serve, the measured time a runqueue ({name})"] = \
                 Metric(100.0 * timed[name].taken / s.reads, "%", "count", None)
 
@@ -347,10 +346,9 @@ def lb_time(p: Parsed) -> None:
     balances (the level's name, with its weight where several levels have
     the name)."""
     durations = lbphase.balance_ns(p.maps)
-    names = [name for name, _ in durations]
-    for (name, weight), ns in sorted(durations.items()):
-        level = f"{name} {weight}" if names.count(name) > 1 else name
-        p.metrics[f"group statistics time of busy balances, median ({level})"] = Metric(
+    label = lbphase.labels(durations)
+    for level, ns in sorted(durations.items()):
+        p.metrics[f"group statistics time of busy balances, median ({label[level]})"] = Metric(
             ns / 1000.0, "us", "time", False)
 
 
