@@ -77,7 +77,12 @@ BAD_INPUT = [
     (["series", "apply", "--cells", "tiny"], "are for 'series matrix'"),
     (["series", "mail", "--topic", "nope", "--out", "/tmp/x"], "unknown topic 'nope'"),
     (["series", "mail", "--topic", "wake"], "needs --topic NAME and --out DIR"),
-    (["series", "check", "--topic", "wake"], "--topic and --out are for 'series mail'"),
+    (["series", "check", "--topic", "wake"], "--topic, --out and --from are for 'series mail'"),
+    (["series", "check", "--from", "Jane Doe <jane.doe@linux.dev>"], "are for 'series mail'"),
+    (["series", "mail", "--topic", "swb", "--out", "/tmp/x", "--from", "jane.doe@linux.dev"],
+     "not of the form 'Name <local@domain>'"),
+    (["series", "mail", "--topic", "swb", "--out", "/tmp/x", "--from",
+      "Jane Doe <jane@kernel.example.org>"], "placeholder or no-reply address"),
     (["vm", "-t", "smt9", "--", "nproc"], "smt4-numa"),       # names the presets
     (["vm", "-t", "smt4", "--online", "9", "--", "nproc"], "has 8 CPUs"),
     (["vm", "--arch", "sparc"], "invalid choice"),
@@ -147,6 +152,26 @@ def test_bad_input_is_refused_before_any_work(no_work, capsys, argv, named):
         status = exc.code
     assert status == 2
     assert named in capsys.readouterr().err
+
+
+def test_series_mail_without_a_sender_is_refused_before_any_work(no_work, capsys, tmp_path,
+                                                                 monkeypatch):
+    """No --from and no git user in the checkout: exit 2, naming both ways."""
+    import subprocess
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "0001-a.patch").write_text("x\n")
+    (tmp_path / "patches" / "series").write_text("0001-a.patch\n")
+    (tmp_path / "patches" / "topics").write_text("kunit 1 Core\n")
+    monkeypatch.setenv("SCHEDLAB_REPO", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    status = cli.main(["series", "mail", "--topic", "kunit", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "needs a sender" in err and "--from" in err
+    assert "git config user.name/user.email" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_every_command_family_has_a_bad_input_case():

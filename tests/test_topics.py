@@ -98,12 +98,15 @@ def test_a_topic_that_needs_another_is_named(tmp_path):
     assert "[ok] all topics in the stacked order" in text
 
 
+SENDER = "Jane Doe <jane.doe@linux.dev>"
+
+
 def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
     _, tree, folder = _lab(tmp_path)
     (folder / "covers").mkdir()
     (folder / "covers" / "tb.txt").write_text("b: The B topic\n\nWhy B.\n")
     out = tmp_path / "mail"
-    files = topics.mail(tree, "tb", out, reroll=2, folder=folder)
+    files = topics.mail(tree, "tb", out, SENDER, reroll=2, folder=folder)
     assert [f.name for f in files] == ["0000-cover-letter.patch", "0001-b-Change.patch"]
     cover = files[0].read_text()
     assert "Subject: [RFC PATCH v2 0/1] b: The B topic" in cover
@@ -112,9 +115,60 @@ def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
     assert cover.count("prerequisite-patch-id:") == 1
     assert "Subject: [RFC PATCH v2 1/1] b: Change" in files[1].read_text()
     with pytest.raises(LabError, match="has .patch files already"):
-        topics.mail(tree, "tb", out, folder=folder)
+        topics.mail(tree, "tb", out, SENDER, folder=folder)
     with pytest.raises(LabError, match="unknown topic 'tc'"):
-        topics.mail(tree, "tc", tmp_path / "other", folder=folder)
+        topics.mail(tree, "tc", tmp_path / "other", SENDER, folder=folder)
+
+
+def _mail(tmp_path, b_subject="b: Change", sender=SENDER, reroll=None):
+    """Topic tb of _lab() mailed by SENDER: (the lab's git, the files)."""
+    g, tree, folder = _lab(tmp_path, b_subject=b_subject)
+    (folder / "covers").mkdir()
+    (folder / "covers" / "tb.txt").write_text("b: The B topic\n\nWhy B.\n")
+    return g, topics.mail(tree, "tb", tmp_path / "mail", sender, reroll=reroll, folder=folder)
+
+
+def _mailinfo(g, mail):
+    """git am's reading of a mail: (its header fields, the commit message)."""
+    info = g("mailinfo", "/dev/null", "/dev/null", input=mail.read_text())
+    msg = mail.parent / "msg"
+    g("mailinfo", str(msg), "/dev/null", input=mail.read_text())
+    return dict(ln.split(": ", 1) for ln in info.splitlines()), msg.read_text()
+
+
+def test_every_mail_is_from_its_sender_and_signed_off_last_by_them(tmp_path):
+    # The lab's patches: authored by a placeholder (t@example.test), one
+    # with a Link: trailer and the placeholder's old sign-off.
+    g, files = _mail(tmp_path, b_subject="b: Change\n\nWhy b.\n\n"
+                     "Link: https://lore.kernel.org/r/b@c\nSigned-off-by: T <t@example.test>")
+    cover, patch = (f.read_text() for f in files)
+    for text in (cover, patch):
+        head = text.split("\n\n", 1)[0]
+        assert f"\nFrom: {SENDER}\n" in head
+        assert "example.test" not in text
+    # No in-body From: (the author is the sender), the trailers one block.
+    body = patch.split("\n\n", 1)[1]
+    assert body.startswith("Why b.\n\nLink: https://lore.kernel.org/r/b@c\n"
+                           f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n---\n")
+    fields, message = _mailinfo(g, files[1])
+    assert (fields["Author"], fields["Email"]) == ("Jane Doe", "jane.doe@linux.dev")
+    assert message.endswith(f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n")
+    # format-patch names the authors in the cover letter's shortlog.
+    assert "\nJane Doe (1):\n  b: Change\n" in cover
+    assert "Subject: [RFC PATCH 0/1] b: The B topic" in cover   # no version by default
+
+
+def test_a_patch_without_trailers_gets_a_block_of_its_own(tmp_path):
+    _, files = _mail(tmp_path)
+    body = files[1].read_text().split("\n\n", 1)[1]
+    assert body.startswith(f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n---\n")
+
+
+@pytest.mark.parametrize("sender", ["T <t@example.test>", "jane.doe@linux.dev"])
+def test_mail_without_a_persons_address_writes_nothing(tmp_path, sender):
+    with pytest.raises(LabError, match="--from"):
+        _mail(tmp_path, sender=sender)
+    assert not (tmp_path / "mail").exists()
 
 
 def _series_of(tmp_path, count, topics_text):

@@ -174,7 +174,7 @@ def cmd_series(args: argparse.Namespace) -> int:
                           start=args.start, end=args.end, reroll=args.reroll_count,
                           onto=args.onto, kernel=args.kernel, ppc=not args.no_ppc,
                           full=args.full, cells=args.cells, topic=args.topic,
-                          out=args.out)
+                          out=args.out, sender=args.sender)
 
 
 def add_series(sub: Sub) -> None:
@@ -185,7 +185,8 @@ def add_series(sub: Sub) -> None:
 ./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)
 ./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end v8-tip   # 0-day's cell
 ./schedlab series topics                   # each topic applies alone on the KUnit series
-./schedlab series mail --topic wake --out /tmp/wake   # one topic, ready for git send-email""")
+./schedlab series mail --topic wake --out /tmp/wake --from "Your Name <you@your.domain>"
+                                           # one topic signed off by you, for git send-email""")
     add_tree_opts(s)
     s.add_argument("action", choices=["list", "apply", "export", "rebase", "check", "matrix",
                                       "topics", "mail"])
@@ -198,7 +199,8 @@ def add_series(sub: Sub) -> None:
     s.add_argument("--end", metavar="REV", help="export: last commit (default HEAD); "
                    "matrix: the commit built (default the series tip)")
     s.add_argument("--reroll-count", "-v", type=positive_int, metavar="N",
-                   help="export: version N of the series ([PATCH vN m/n] subjects)")
+                   help="export, mail: version N of the series ([PATCH vN m/n] subjects; "
+                        "default: no version)")
     s.add_argument("--onto", metavar="REV", help="rebase: the new base")
     s.add_argument("--no-ppc", action="store_true", help="check: skip the ppc64le compile")
     add_matrix_opts(s)

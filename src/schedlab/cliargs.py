@@ -126,6 +126,9 @@ def add_topic_opts(p: argparse.ArgumentParser) -> None:
                    help="mail: the topic of patches/topics to write")
     g.add_argument("--out", type=Path, metavar="DIR",
                    help="mail: an empty folder for the patches and the cover letter")
+    g.add_argument("--from", dest="sender", metavar='"NAME <ADDRESS>"',
+                   help="mail: the sender, author of every patch and its last Signed-off-by "
+                        "(default: git config user.name/user.email of the checkout)")
 
 
 def add_tree_opts(p: argparse.ArgumentParser) -> None:

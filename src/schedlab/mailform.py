@@ -54,6 +54,12 @@ def check_sender(sender: str, where: str) -> str:
     return text
 
 
+def name_and_address(sender: str) -> Tuple[str, str]:
+    """("Name", "local@domain") of a sender "Name <local@domain>"."""
+    name, _, addr = sender.rpartition("<")
+    return name.strip(), addr.rstrip("> ")
+
+
 def git_sender(repo: Path) -> Optional[str]:
     """git config user.name and user.email of REPO as "Name <address>"; None
     when either is unset."""

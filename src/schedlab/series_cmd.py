@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from . import matrix, series, series_check, source, topics
-from .util import LabError, say
+from . import mailform, matrix, series, series_check, source, topics
+from .util import LabError, repo_dir, say
 
 
 def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
@@ -24,13 +24,16 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
             reroll: Optional[int] = None, onto: Optional[str] = None,
             kernel: Optional[str] = None, ppc: bool = True, full: bool = False,
             cells: Optional[List[str]] = None, topic: Optional[str] = None,
-            out: Optional[Path] = None) -> int:
+            out: Optional[Path] = None, sender: Optional[str] = None) -> int:
     if action != "matrix" and (full or cells):
         raise LabError("--full and --cells are for 'series matrix'")
-    if action != "mail" and (topic or out):
-        raise LabError("--topic and --out are for 'series mail'")
+    if action != "mail" and (topic or out or sender):
+        raise LabError("--topic, --out and --from are for 'series mail'")
     if action == "mail" and not (topic and out):
         raise LabError("series mail needs --topic NAME and --out DIR")
+    if action == "mail":
+        # Who signs off every patch, before the tree is touched.
+        sender = mailform.resolve_sender(sender, repo_dir())
     if action == "list":
         for p in series.read_series(series.patches_dir()):
             say(f"  {p.name}: {series.parse_patch(p.read_text())['subject']}")
@@ -43,8 +46,8 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         say(text)
         return 0 if ok else 1
     if action == "mail":
-        assert topic and out
-        topics.mail(tree, topic, out, reroll)
+        assert topic and out and sender
+        topics.mail(tree, topic, out, sender, reroll)
         return 0
     if action == "apply":
         commit = series.ensure_variant(tree, "patched", measure, kit=kit)

@@ -5,8 +5,9 @@ patches make each topic, and patches/covers/NAME.txt is each topic's cover
 letter (a subject line, a blank line, the text).  Maintainers take topics
 apart, so each must apply with git am onto the base plus the prerequisite
 alone, and all of them in the stacked order.  mail() writes a topic as
-git format-patch does for sending: a cover letter, the base-commit: line and
-a prerequisite-patch-id: line per prerequisite patch (the lines b4 reads to
+git format-patch does for sending, in the mail form of its sender
+(mailform.py): a cover letter, the base-commit: line and a
+prerequisite-patch-id: line per prerequisite patch (the lines b4 reads to
 find what a series applies on).
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from .mailform import ASSISTED_BY, check_sender, mail_form, name_and_address
 from .series import note_below_cut, patches_dir, read_series
 from .source import Tree
 from .util import LabError, git, run, say
@@ -162,11 +164,13 @@ def cover_text(name: str, folder: Optional[Path] = None) -> Tuple[str, str]:
 # ------------------------------------------------------------------ git am
 
 def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path,
-        notes: bool = False) -> Tuple[bool, str]:
+        notes: bool = False, sender: Optional[str] = None) -> Tuple[bool, str]:
     """What git am of PATCHES onto ONTO makes, without a checkout: each patch
     applied to a scratch index (git apply --cached, as strict as git am) and
     committed with its author, date and message (git mailinfo); with NOTES,
-    what a patch says below its '---' line as the commit's git note.
+    what a patch says below its '---' line as the commit's git note; with
+    SENDER, each patch in its mail form (mailform.mail_form(): SENDER its
+    author and committer, its message signed off by SENDER).
     Returns (applied, the last commit or why not)."""
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, GIT_INDEX_FILE=str(scratch / "index"))
@@ -175,8 +179,9 @@ def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path,
     parent = onto
     for patch in patches:
         msg, diff = scratch / "msg", scratch / "diff"
+        text = patch.read_text()
         info = run(gitc + ["mailinfo", str(msg), str(diff)], capture=True,
-                   input=patch.read_text()).stdout
+                   input=mail_form(text, sender) if sender else text).stdout
         fields = dict(ln.split(": ", 1) for ln in info.splitlines() if ": " in ln)
         done = run(gitc + ["apply", "--cached", str(diff)], env=env, capture=True, check=False)
         if done.returncode != 0:
@@ -185,10 +190,11 @@ def _am(tree: Tree, onto: str, patches: List[Path], scratch: Path,
         tree_id = run(gitc + ["write-tree"], env=env, capture=True).stdout.strip()
         body = msg.read_text().strip("\n")
         message = fields.get("Subject", patch.name) + ("\n\n" + body if body else "") + "\n"
-        cenv = dict(env, GIT_AUTHOR_NAME=fields.get("Author", "schedlab"),
-                    GIT_AUTHOR_EMAIL=fields.get("Email", "schedlab@localhost"),
+        author = (fields.get("Author", "schedlab"), fields.get("Email", "schedlab@localhost"))
+        committer = author if sender else ("schedlab", "schedlab@localhost")
+        cenv = dict(env, GIT_AUTHOR_NAME=author[0], GIT_AUTHOR_EMAIL=author[1],
                     GIT_AUTHOR_DATE=fields.get("Date", ""),
-                    GIT_COMMITTER_NAME="schedlab", GIT_COMMITTER_EMAIL="schedlab@localhost")
+                    GIT_COMMITTER_NAME=committer[0], GIT_COMMITTER_EMAIL=committer[1])
         parent = run(gitc + ["commit-tree", tree_id, "-p", parent], env=cenv, capture=True,
                      input=message).stdout.strip()
         if notes:
@@ -235,11 +241,14 @@ def report_apply(checks: List[ApplyCheck]) -> Tuple[str, bool]:
 
 # ------------------------------------------------------------------ mail
 
-def mail(tree: Tree, name: str, out: Path, reroll: Optional[int] = None,
+def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = None,
          folder: Optional[Path] = None) -> List[Path]:
-    """A topic as format-patch files in OUT, ready for git send-email: its
-    cover letter from patches/covers/NAME.txt, base-commit: the tree's base,
-    prerequisite-patch-id: lines for the prerequisite's patches."""
+    """A topic as format-patch files in OUT, ready for git send-email by
+    SENDER ("Name <address>", mailform.resolve_sender()): each patch
+    committed in its mail form, SENDER its author and the cover letter's
+    From:; the cover letter from patches/covers/NAME.txt, base-commit: the
+    tree's base, prerequisite-patch-id: lines for the prerequisite's patches."""
+    sender = check_sender(sender, "the sender")
     pre, own = topic_patches(name, folder)
     topic = get_topic(name, folder)
     subject, body = cover_text(name, folder)
@@ -250,7 +259,7 @@ def mail(tree: Tree, name: str, out: Path, reroll: Optional[int] = None,
         ok, pre_commit = _am(tree, tree.base, pre, Path(tmp) / "pre")
         if not ok:
             raise LabError(f"the prerequisite does not apply onto the base: {pre_commit}")
-        ok, tip = _am(tree, pre_commit, own, Path(tmp) / "topic", notes=True)
+        ok, tip = _am(tree, pre_commit, own, Path(tmp) / "topic", notes=True, sender=sender)
         if not ok:
             raise LabError(f"topic {name} does not apply onto the prerequisite: {tip}")
         args = ["format-patch", "-q", "-o", str(out), "--cover-letter", "--no-signature",
@@ -259,11 +268,19 @@ def mail(tree: Tree, name: str, out: Path, reroll: Optional[int] = None,
         prefix = ("RFC PATCH" if topic.rfc else "PATCH") + \
             (f" v{reroll}" if reroll and reroll > 1 else "")
         args.insert(1, f"--subject-prefix={prefix}")
-        git(tree.path, *args)
+        # A patch's From: is its author, SENDER (so no in-body From: line);
+        # the cover letter's is the committer format-patch runs as.
+        name, addr = name_and_address(sender)
+        run(["git", "-C", str(tree.path), *args], capture=True,
+            env={"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": addr})
     files = sorted(out.glob("*.patch"))
     cover = files[0]
     text = cover.read_text().replace("*** SUBJECT HERE ***", subject, 1)
     cover.write_text(text.replace("*** BLURB HERE ***", body, 1))
-    say(f"  topic {name}: {len(files) - 1} patch(es) and a cover letter in {out}")
+    say(f"  topic {name}: {len(files) - 1} patch(es) and a cover letter in {out}, "
+        f"from {sender}")
+    say(f"  Each patch ends with '{ASSISTED_BY}' and 'Signed-off-by: {sender}', which "
+        "certifies the\n  Developer's Certificate of Origin of the kernel's "
+        "Documentation/process/submitting-patches.rst:\n"
+        f"  send them once you have reviewed every line: git send-email {out}/*.patch")
     return files
-
