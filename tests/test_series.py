@@ -150,3 +150,28 @@ def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
     s.note_below_cut(b, "HEAD", tmp_path / "p.patch")
     again = _git(b, "format-patch", "--notes", "--stdout", "HEAD~1..HEAD")
     assert s.cut_notes(again) == note
+
+
+def test_export_writes_no_base_commit(tmp_path, monkeypatch):
+    # The base is the lab's own import of Debian's tree: no one else has it.
+    from schedlab.source import Tree
+    lab = tmp_path / "lab"
+    (lab / "patches").mkdir(parents=True)
+    (lab / "patches" / "series").write_text("")
+    monkeypatch.setenv("SCHEDLAB_REPO", str(lab))
+    repo = tmp_path / "linux"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "f.c").write_text("one\n")
+    _git(repo, "add", "f.c")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "f.c").write_text("two\n")
+    _git(repo, "commit", "-q", "-am", "sched/fair: Change f\n\nWhy.")
+    tree = Tree(key="t", path=repo, base=base, description="t")
+    for cover in (True, False):
+        folder = tmp_path / f"out-{cover}"
+        s.export(tree, base, "HEAD", folder, cover=cover)
+        written = sorted(folder.glob("*.patch"))
+        assert len(written) == (2 if cover else 1)
+        assert not any("base-commit:" in p.read_text() for p in written)

@@ -111,7 +111,7 @@ def test_mail_writes_the_topic_with_its_prerequisites(tmp_path):
     cover = files[0].read_text()
     assert "Subject: [RFC PATCH v2 0/1] b: The B topic" in cover
     assert "Why B." in cover
-    assert f"base-commit: {tree.base}" in cover
+    assert "base-commit:" not in cover
     assert cover.count("prerequisite-patch-id:") == 1
     assert "Subject: [RFC PATCH v2 1/1] b: Change" in files[1].read_text()
     with pytest.raises(LabError, match="has .patch files already"):
@@ -156,6 +156,24 @@ def test_every_mail_is_from_its_sender_and_signed_off_last_by_them(tmp_path):
     # format-patch names the authors in the cover letter's shortlog.
     assert "\nJane Doe (1):\n  b: Change\n" in cover
     assert "Subject: [RFC PATCH 0/1] b: The B topic" in cover   # no version by default
+
+
+def test_the_cover_names_the_prerequisite_by_patch_id_and_no_base_commit(tmp_path):
+    """Each prerequisite patch's git patch-id --stable, where format-patch
+    --base writes it, without the base-commit: line no one else resolves."""
+    g, tree, folder = _lab(tmp_path)
+    (folder / "covers").mkdir()
+    (folder / "covers" / "tb.txt").write_text("b: The B topic\n\nWhy B.\n")
+    cover = topics.mail(tree, "tb", tmp_path / "mail", SENDER, folder=folder)[0].read_text()
+    pre = folder / "0001-core-Add.patch"
+    own = g("patch-id", "--stable", input=pre.read_text()).split()[0]
+    assert cover.endswith(f"\n\n\nprerequisite-patch-id: {own}\n")
+    assert "base-commit:" not in cover
+    # What format-patch --base writes for the same prerequisite (commit core).
+    core = g("rev-parse", "HEAD~2")
+    based = g("format-patch", "--stdout", "--cover-letter", "--no-signature",
+              f"--base={tree.base}", f"{core}..HEAD~1")
+    assert f"\n\n\nbase-commit: {tree.base}\nprerequisite-patch-id: {own}" in based + "\n"
 
 
 def test_a_patch_without_trailers_gets_a_block_of_its_own(tmp_path):

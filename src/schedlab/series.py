@@ -268,8 +268,10 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
         title, blurb = _cover_parts(old_cover.read_text())
     with tempfile.TemporaryDirectory() as tmp:
         # --notes: a commit's git notes go below the '---' line, where a
-        # version's changes are written (cut_notes() reads them back).
-        args = ["format-patch", "-q", "-o", tmp, f"--base={start}", "--no-signature", "--abbrev=12",
+        # version's changes are written (cut_notes() reads them back).  No
+        # --base: the base is the lab's own commit, which no one else can
+        # resolve (series mail writes the prerequisite-patch-id: lines).
+        args = ["format-patch", "-q", "-o", tmp, "--no-signature", "--abbrev=12",
                 "--zero-commit", "--notes", f"{start}..{end_sha}"]
         if cover:
             args.insert(1, "--cover-letter")

@@ -6,9 +6,10 @@ letter (a subject line, a blank line, the text).  Maintainers take topics
 apart, so each must apply with git am onto the base plus the prerequisite
 alone, and all of them in the stacked order.  mail() writes a topic as
 git format-patch does for sending, in the mail form of its sender
-(mailform.py): a cover letter, the base-commit: line and a
-prerequisite-patch-id: line per prerequisite patch (the lines b4 reads to
-find what a series applies on).
+(mailform.py): a cover letter ending with a prerequisite-patch-id: line
+per prerequisite patch (what b4 reads to find what a series applies on),
+and no base-commit: line, as the base is the lab's own import of Debian's
+tree, which no one else can resolve.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import List, Optional, Tuple
 from .mailform import ASSISTED_BY, check_sender, mail_form, name_and_address
 from .series import note_below_cut, patches_dir, read_series
 from .source import Tree
-from .util import LabError, git, run, say
+from .util import LabError, run, say
 
 TOPICS_FILE = "topics"
 _LINE = re.compile(r"^([a-z][a-z0-9-]*)\s+(\d+)(?:-(\d+))?\s+(\S.*)$")
@@ -241,13 +242,26 @@ def report_apply(checks: List[ApplyCheck]) -> Tuple[str, bool]:
 
 # ------------------------------------------------------------------ mail
 
+def prerequisite_ids(repo: Path, base: str, tip: str) -> List[str]:
+    """git patch-id --stable of each commit of BASE..TIP, oldest first: the
+    prerequisite-patch-id: lines format-patch --base=BASE writes for a
+    series that applies on TIP."""
+    if base == tip:
+        return []
+    patches = run(["git", "-C", str(repo), "format-patch", "--stdout", "--no-signature",
+                   f"{base}..{tip}"], capture=True).stdout
+    ids = run(["git", "-C", str(repo), "patch-id", "--stable"], capture=True,
+              input=patches).stdout
+    return [ln.split()[0] for ln in ids.splitlines()]
+
+
 def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = None,
          folder: Optional[Path] = None) -> List[Path]:
     """A topic as format-patch files in OUT, ready for git send-email by
     SENDER ("Name <address>", mailform.resolve_sender()): each patch
     committed in its mail form, SENDER its author and the cover letter's
-    From:; the cover letter from patches/covers/NAME.txt, base-commit: the
-    tree's base, prerequisite-patch-id: lines for the prerequisite's patches."""
+    From:; the cover letter from patches/covers/NAME.txt, ending with
+    prerequisite-patch-id: lines for the prerequisite's patches."""
     sender = check_sender(sender, "the sender")
     pre, own = topic_patches(name, folder)
     topic = get_topic(name, folder)
@@ -263,8 +277,7 @@ def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = 
         if not ok:
             raise LabError(f"topic {name} does not apply onto the prerequisite: {tip}")
         args = ["format-patch", "-q", "-o", str(out), "--cover-letter", "--no-signature",
-                "--abbrev=12", "--zero-commit", "--notes", f"--base={tree.base}",
-                f"{pre_commit}..{tip}"]
+                "--abbrev=12", "--zero-commit", "--notes", f"{pre_commit}..{tip}"]
         prefix = ("RFC PATCH" if topic.rfc else "PATCH") + \
             (f" v{reroll}" if reroll and reroll > 1 else "")
         args.insert(1, f"--subject-prefix={prefix}")
@@ -273,10 +286,16 @@ def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = 
         name, addr = name_and_address(sender)
         run(["git", "-C", str(tree.path), *args], capture=True,
             env={"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": addr})
+        ids = prerequisite_ids(tree.path, tree.base, pre_commit)
     files = sorted(out.glob("*.patch"))
     cover = files[0]
     text = cover.read_text().replace("*** SUBJECT HERE ***", subject, 1)
-    cover.write_text(text.replace("*** BLURB HERE ***", body, 1))
+    text = text.replace("*** BLURB HERE ***", body, 1)
+    if ids:
+        # Where and as format-patch --base writes them, without base-commit:.
+        text = text.rstrip("\n") + "\n\n\n" + \
+            "".join(f"prerequisite-patch-id: {i}\n" for i in ids)
+    cover.write_text(text)
     say(f"  topic {name}: {len(files) - 1} patch(es) and a cover letter in {out}, "
         f"from {sender}")
     say(f"  Each patch ends with '{ASSISTED_BY}' and 'Signed-off-by: {sender}', which "
