@@ -3,6 +3,7 @@ trailer block with Assisted-by and the sender's Signed-off-by."""
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -12,32 +13,17 @@ from schedlab.util import LabError
 SENDER = "Jane Doe <jane.doe@linux.dev>"
 PLACEHOLDER = "Seed 1 maintainers <maintainers@users.noreply.a-seed-1.example>"
 
-PATCH = """\
-From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
-From: Seed 1 maintainers
- <maintainers@users.noreply.a-seed-1.example>
-Date: Sun, 22 Nov 2026 10:00:00 +0000
-Subject: [PATCH 1/2] sched/fair: Skip the scan on busy CPUs that
- cannot win
-
-Context, problem, solution.
-{trailers}---
- kernel/sched/fair.c | 2 +-
- 1 file changed, 1 insertion(+), 1 deletion(-)
-
-diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
-index 1111111..2222222 100644
---- a/kernel/sched/fair.c
-+++ b/kernel/sched/fair.c
-@@ -1 +1 @@
--a
-+b
-"""
+# A format-patch file of patches/: its author and trailers to fill in.
+TEMPLATE = (Path(__file__).parent / "data" / "patch-template.txt").read_text()
+BODY = ["The comment above the scan names the CPU it stops at, not the reason it",
+        "stops there. Say that it stops at the first idle CPU of the group."]
+# A folded From: line, as format-patch writes a long one.
+FOLDED = "Seed 1 maintainers\n <maintainers@users.noreply.a-seed-1.example>"
 
 
 def _patch(*trailers):
-    return PATCH.format(trailers="".join(["\n"] + [t + "\n" for t in trailers])
-                        if trailers else "")
+    return TEMPLATE.format(author=FOLDED, trailers="".join(["\n"] + [t + "\n" for t in trailers])
+                           if trailers else "")
 
 
 def _message(text):
@@ -115,10 +101,9 @@ def test_the_mail_form_is_the_senders_with_assisted_by_then_signed_off_by():
     assert re.findall(r"^From: .*", headers, re.M) == [f"From: {SENDER}"]
     assert "noreply" not in headers
     assert "Date: Sun, 22 Nov 2026 10:00:00 +0000" in headers
-    assert "Subject: [PATCH 1/2] sched/fair: Skip the scan on busy CPUs that\n cannot win" \
+    assert "Subject: [PATCH 1/1] sched/fair: Say what the idle scan of a group looks\n for" \
         in headers
-    assert _message(text) == ["Context, problem, solution.", "", mf.ASSISTED_BY,
-                              f"Signed-off-by: {SENDER}"]
+    assert _message(text) == BODY + ["", mf.ASSISTED_BY, f"Signed-off-by: {SENDER}"]
     # Below the '---' line nothing changes.
     assert text.split("\n---\n", 1)[1] == _patch().split("\n---\n", 1)[1]
 
@@ -126,7 +111,7 @@ def test_the_mail_form_is_the_senders_with_assisted_by_then_signed_off_by():
 def test_the_trailers_join_the_block_the_patch_has():
     text = mf.mail_form(_patch("Link: https://lore.kernel.org/r/x@y",
                                "Fixes: 54a4f0239f2e (\"sched/fair: Something\")"), SENDER)
-    assert _message(text)[2:] == ["Link: https://lore.kernel.org/r/x@y",
+    assert _message(text)[3:] == ["Link: https://lore.kernel.org/r/x@y",
                                   "Fixes: 54a4f0239f2e (\"sched/fair: Something\")",
                                   mf.ASSISTED_BY, f"Signed-off-by: {SENDER}"]
 
@@ -136,7 +121,7 @@ def test_a_placeholders_sign_off_is_dropped():
     text = mf.mail_form(_patch("Link: https://lore.kernel.org/r/x@y",
                                f"Signed-off-by: {PLACEHOLDER}"), SENDER)
     assert "noreply" not in text
-    assert _message(text)[2:] == ["Link: https://lore.kernel.org/r/x@y", mf.ASSISTED_BY,
+    assert _message(text)[3:] == ["Link: https://lore.kernel.org/r/x@y", mf.ASSISTED_BY,
                                   f"Signed-off-by: {SENDER}"]
     alone = mf.mail_form(_patch(f"Signed-off-by: {PLACEHOLDER}"), SENDER)
     assert _message(alone) == _message(mf.mail_form(_patch(), SENDER))
@@ -149,27 +134,26 @@ def test_the_mail_form_never_adds_a_trailer_twice():
     # One the patch has already, in the other order: the sender's sign-off last.
     swapped = mf.mail_form(_patch(f"Signed-off-by: {SENDER}", "Assisted-by: LLM sparse"),
                            SENDER)
-    assert _message(swapped)[2:] == ["Assisted-by: LLM sparse", f"Signed-off-by: {SENDER}"]
+    assert _message(swapped)[3:] == ["Assisted-by: LLM sparse", f"Signed-off-by: {SENDER}"]
 
 
 def test_another_persons_sign_off_stays_before_the_senders():
     co = "Joe Bloggs <joe@bloggs.dev>"
     text = mf.mail_form(_patch(f"Co-developed-by: {co}", f"Signed-off-by: {co}"), SENDER)
-    assert _message(text)[2:] == [f"Co-developed-by: {co}", f"Signed-off-by: {co}",
+    assert _message(text)[3:] == [f"Co-developed-by: {co}", f"Signed-off-by: {co}",
                                   mf.ASSISTED_BY, f"Signed-off-by: {SENDER}"]
 
 
 def test_a_last_paragraph_of_prose_is_not_a_trailer_block():
-    text = mf.mail_form(_patch().replace("Context, problem, solution.\n",
-                                         "Context.\n\nNote: not a trailer, and a\n"
-                                         "second line of prose.\n"), SENDER)
-    assert _message(text) == ["Context.", "", "Note: not a trailer, and a",
-                              "second line of prose.", "", mf.ASSISTED_BY,
-                              f"Signed-off-by: {SENDER}"]
+    prose = ["Note: not a trailer, and a", "second line of prose."]
+    text = mf.mail_form(_patch().replace(BODY[1] + "\n", "\n".join([BODY[1], ""] + prose + [""])),
+                        SENDER)
+    assert _message(text) == BODY + [""] + prose + ["", mf.ASSISTED_BY,
+                                                    f"Signed-off-by: {SENDER}"]
 
 
 def test_a_patch_without_a_message_gets_the_block_alone():
-    text = mf.mail_form(_patch().replace("Context, problem, solution.\n", ""), SENDER)
+    text = mf.mail_form(_patch().replace("\n".join(BODY) + "\n", ""), SENDER)
     assert text.split("\n\n", 1)[1].startswith(
         f"{mf.ASSISTED_BY}\nSigned-off-by: {SENDER}\n---\n")
 

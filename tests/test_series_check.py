@@ -1,7 +1,10 @@
 """The per-patch checks: warnings, MAINTAINERS, test-only hooks, the report."""
 
+from pathlib import Path
+
 import pytest
 
+from schedlab import mailform
 from schedlab import series_check as c
 
 
@@ -132,8 +135,76 @@ def test_preprocessed_tokens_ignore_markers_and_layout():
 
 def test_report_marks_failing_patches():
     text, ok = c.report([c.PatchCheck("0001-a.patch", "sched/fair: a", [], ["compiled x"]),
-                         c.PatchCheck("0002-b.patch", "sched/fair: b", ["no Signed-off-by"], [])])
+                         c.PatchCheck("0002-b.patch", "sched/fair: b", [c.SIGNED_OFF], [])])
     assert not ok
     assert "  [ok] 0001-a.patch: sched/fair: a" in text
-    assert "  [FAIL] 0002-b.patch: sched/fair: b\n      problem: no Signed-off-by" in text
+    assert "  [FAIL] 0002-b.patch: sched/fair: b\n      problem: " + c.SIGNED_OFF in text
     assert c.report([c.PatchCheck("p", "s", [], [])])[1]
+
+
+# ------------------------------------------------------------------ sign-offs, the mail form
+
+PLACEHOLDER = "Seed 1 maintainers <maintainers@users.noreply.a-seed-1.example>"
+
+# A format-patch file of patches/: its author and trailers to fill in.
+TEMPLATE = (Path(__file__).parent / "data" / "patch-template.txt").read_text()
+
+
+def _patch(trailers="", author=PLACEHOLDER):
+    return TEMPLATE.format(author=author, trailers=trailers)
+
+
+def test_a_sign_off_in_patches_is_a_problem():
+    assert c.text_problems(_patch()) == []
+    signed = _patch(f"\nSigned-off-by: {PLACEHOLDER}\n")
+    assert c.text_problems(signed) == [c.SIGNED_OFF]
+    assert c.SIGNED_OFF == "signed off in patches/: only the sender signs off, when mailing"
+
+
+def test_measure_and_kit_patches_are_not_signed_off_either(tmp_path, monkeypatch):
+    lab = tmp_path / "lab"
+    for sub, trailers in (("measure", ""), ("kit", f"\nSigned-off-by: {PLACEHOLDER}\n")):
+        folder = lab / "patches" / sub
+        folder.mkdir(parents=True)
+        (folder / "0001-a.patch").write_text(_patch(trailers))
+        (folder / "series").write_text("0001-a.patch\n")
+    (lab / "patches" / "series").write_text("")
+    monkeypatch.setenv("SCHEDLAB_REPO", str(lab))
+    got = c.unmailed_checks()
+    assert [(r.name, r.problems) for r in got] == [("measure/0001-a.patch", []),
+                                                   ("kit/0001-a.patch", [c.SIGNED_OFF])]
+    assert got[0].subject == "sched/fair: Say what the idle scan of a group looks for"
+
+
+def _checkpatch_tree():
+    from schedlab.source import Tree
+    from schedlab.util import work_dir
+    found = sorted(work_dir().glob("trees/*/scripts/checkpatch.pl"))
+    if not found:
+        pytest.skip("no kernel tree with scripts/checkpatch.pl under work/trees/")
+    path = found[0].parents[1]
+    return Tree(key=path.name, path=path, base="HEAD", description=path.name)
+
+
+@pytest.mark.parametrize("sender", [mailform.CHECK_SENDER, "Jane Doe <jane.doe@linux.dev>"])
+def test_checkpatch_reads_the_mail_form(tmp_path, sender):
+    """The patch as stored (no sign-off) fails checkpatch; as mailed, signed
+    off by the check's own identity or a sender, it passes; an old patch's
+    placeholder sign-off is not what checkpatch sees."""
+    tree = _checkpatch_tree()
+    patch = tmp_path / "0001-sched-fair-Say.patch"
+    patch.write_text(_patch())
+    assert "ERROR: Missing Signed-off-by: line(s)" in c.checkpatch(tree, patch).stdout
+    assert c.checkpatch_mailed(tree, patch, sender) == (True, [])
+    patch.write_text(_patch(f"\nSigned-off-by: {PLACEHOLDER}\n"))
+    assert c.checkpatch_mailed(tree, patch, sender) == (True, [])
+
+
+def test_checkpatch_of_the_mail_form_names_the_patch(tmp_path):
+    tree = _checkpatch_tree()
+    patch = tmp_path / "0001-sched-fair-Say.patch"
+    patch.write_text(_patch().replace("stops there.", "stops there. " + "x" * 80))
+    clean, said = c.checkpatch_mailed(tree, patch, mailform.CHECK_SENDER)
+    assert not clean
+    assert said == ["0001-sched-fair-Say.patch (mail form):11: WARNING: Prefer a maximum 75 "
+                    "chars per line (possible unwrapped commit description?)"]

@@ -1,11 +1,13 @@
 """The per-patch checks of the series: what a maintainer would run before applying.
 
-Every patch of patches/series: a Signed-off-by, checkpatch.pl --strict,
-new files covered by MAINTAINERS, no new W=1 warnings in the objects it
-touches (with the series' KUnit option on and off), test-only hooks that
-leave the option-off code unchanged; then kernel/sched/ of the tip compiled
-for each cross-compiled boot target (ppc64le).  check() returns one
-PatchCheck per patch, report() the text.
+Every patch of patches/series: no Signed-off-by (only the sender signs
+off, when mailing: mailform.py), checkpatch.pl --strict on the patch as it
+is mailed, new files covered by MAINTAINERS, no new W=1 warnings in the
+objects it touches (with the series' KUnit option on and off), test-only
+hooks that leave the option-off code unchanged; no Signed-off-by in
+patches/measure/ and patches/kit/ either; then kernel/sched/ of the tip
+compiled for each cross-compiled boot target (ppc64le).  check() returns
+one PatchCheck per patch, report() the text.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -20,10 +23,11 @@ from typing import Dict, List, Tuple
 from . import build as buildmod
 from . import kit as kitmod
 from . import topics
-from .series import ensure_variant, parse_patch, patches_dir, read_series
+from .mailform import check_identity, mail_form
+from .series import ensure_variant, kit_dir, measure_dir, parse_patch, patches_dir, read_series
 from .source import Tree
 from .targets import TARGETS, BootTarget
-from .util import Finished, LabError, git, log_dir, run, say, work_dir
+from .util import Finished, LabError, git, log_dir, repo_dir, run, say, work_dir
 
 
 @dataclass
@@ -105,6 +109,48 @@ def checkpatch(tree: Tree, patch: Path) -> Finished:
     return run(["perl", "scripts/checkpatch.pl", "--strict", "--no-summary", "--terse",
                 "--showfile", "--ignore", ",".join(ignore), str(patch)],
                cwd=tree.path, capture=True, check=False, env=venv_env())
+
+
+def checkpatch_mailed(tree: Tree, patch: Path, sender: str) -> Tuple[bool, List[str]]:
+    """checkpatch() on PATCH as SENDER mails it (mailform.mail_form(): From:
+    SENDER, "Assisted-by: LLM" and SENDER's Signed-off-by), which is what
+    reaches a maintainer: (clean, what it says, naming PATCH)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        mailed = Path(tmp) / patch.name
+        mailed.write_text(mail_form(patch.read_text(), sender))
+        cp = checkpatch(tree, mailed)
+    # --showfile names no file for a line of the commit message (":10: ..."):
+    # its line in the mail form, which the tree's file shows moved by a few.
+    said = (cp.stdout + cp.stderr).replace(str(mailed), patch.name).strip().splitlines()
+    return cp.returncode == 0, [f"{patch.name} (mail form){ln}" if ln.startswith(":") else ln
+                                for ln in said]
+
+
+SIGNED_OFF = "signed off in patches/: only the sender signs off, when mailing"
+
+
+def signed_off(text: str) -> List[str]:
+    """A problem if a patch file of patches/ carries a Signed-off-by
+    (coding-assistants.rst: only a person adds one; series mail adds the
+    sender's)."""
+    return [SIGNED_OFF] if parse_patch(text)["signoffs"] else []
+
+
+def text_problems(text: str) -> List[str]:
+    """What a patch of patches/series says wrong, read without a build."""
+    return signed_off(text)
+
+
+def unmailed_checks() -> List[PatchCheck]:
+    """The sign-off rule for the patches of patches/measure/ and patches/kit/,
+    which are never mailed (one row each)."""
+    out = []
+    for folder in (measure_dir(), kit_dir()):
+        for patch in read_series(folder):
+            text = patch.read_text()
+            out.append(PatchCheck(f"{folder.name}/{patch.name}", parse_patch(text)["subject"],
+                                  signed_off(text), []))
+    return out
 
 
 def maintainers_cover(tree: Tree, commit: str, files: List[str]) -> List[str]:
@@ -229,17 +275,17 @@ def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
                                  extra=["KCFLAGS=-D__LINE__=0 -Wno-builtin-macro-redefined"])
         return preprocessed_tokens((bdirs["off"] / target).read_text(errors="replace"))
 
+    sender = check_identity(repo_dir())
     for patch, commit in zip(patches, commits):
-        info = parse_patch(patch.read_text())
-        problems: List[str] = []
-        notes: List[str] = []
-        if not info["signoffs"]:
-            problems.append("no Signed-off-by")
-        cp = checkpatch(tree, patch)
+        text = patch.read_text()
+        info = parse_patch(text)
+        problems = text_problems(text)
+        notes = [f"checkpatch --strict on the mail form, signed off by {sender}"]
+        clean, said = checkpatch_mailed(tree, patch, sender)
         problems += maintainers_cover(tree, commit, info["files"])
-        if cp.returncode != 0:
-            problems.append("checkpatch --strict:\n          " +
-                            "\n          ".join((cp.stdout + cp.stderr).strip().splitlines()))
+        if not clean:
+            problems.append("checkpatch --strict (the mail form):\n          " +
+                            "\n          ".join(said))
         files = git(tree.path, "diff", "--name-only", f"{commit}^", commit).split()
         objs, skipped = objects_for(tree.path, files)
         notes += skipped
@@ -267,6 +313,7 @@ def _check(tree: Tree, tip: str, ppc: bool, w1: bool) -> List[PatchCheck]:
                     notes.append(f"{f} with {KUNIT_OPTION} off: the compiler sees the same "
                                  "code as before the patch")
         results.append(PatchCheck(patch.name, str(info["subject"]), problems, notes))
+    results += unmailed_checks()
     if ppc:
         for target in cross_targets():
             results.append(check_cross(tree, tip, log, target))
