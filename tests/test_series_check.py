@@ -161,6 +161,12 @@ def test_a_sign_off_in_patches_is_a_problem():
     assert c.SIGNED_OFF == "signed off in patches/: only the sender signs off, when mailing"
 
 
+def test_a_long_changelog_is_a_problem():
+    # The template's two lines of prose, the second split in two, and 43 more.
+    long = _patch().replace("stops there.", "stops there.\n" + "More prose.\n" * 43)
+    assert c.text_problems(long) == ["changelog: 46 prose lines (at most 45)"]
+
+
 def test_measure_and_kit_patches_are_not_signed_off_either(tmp_path, monkeypatch):
     lab = tmp_path / "lab"
     for sub, trailers in (("measure", ""), ("kit", f"\nSigned-off-by: {PLACEHOLDER}\n")):

@@ -1,7 +1,8 @@
 """The per-patch checks of the series: what a maintainer would run before applying.
 
 Every patch of patches/series: no Signed-off-by (only the sender signs
-off, when mailing: mailform.py), checkpatch.pl --strict on the patch as it
+off, when mailing: mailform.py), a changelog of at most 45 lines of prose
+and one table (changelog.py), checkpatch.pl --strict on the patch as it
 is mailed, new files covered by MAINTAINERS, no new W=1 warnings in the
 objects it touches (with the series' KUnit option on and off), test-only
 hooks that leave the option-off code unchanged; no Signed-off-by in
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from . import build as buildmod
+from . import changelog
 from . import kit as kitmod
 from . import topics
 from .mailform import check_identity, mail_form
@@ -138,7 +140,7 @@ def signed_off(text: str) -> List[str]:
 
 def text_problems(text: str) -> List[str]:
     """What a patch of patches/series says wrong, read without a build."""
-    return signed_off(text)
+    return signed_off(text) + changelog.length_problems(text)
 
 
 def unmailed_checks() -> List[PatchCheck]:
