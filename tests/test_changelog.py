@@ -93,3 +93,43 @@ def test_a_command_block_is_neither_prose_nor_a_table():
     # Indented prose that names a tool further on is prose.
     assert cl.shape("  The factor is set with\n  echo 400 > newidle_cost_pct\n") == \
         cl.Shape(prose=2, tables=0)
+
+
+def _version_patch(subject_prefix="[PATCH 1/1]", body_extra="", added="+ * New comment."):
+    patch = TEMPLATE.format(author="A <a@b.dev>", trailers=body_extra)
+    patch = patch.replace("[PATCH 1/1]", subject_prefix)
+    return patch.replace("+ * Scan the group for its first idle CPU.", added)
+
+
+def test_no_version_number_is_no_problem_and_v7_3_is_the_kernel():
+    assert cl.version_problems(_version_patch()) == []
+    assert cl.version_problems(_version_patch(
+        body_extra="\nMeasured on v7.3 and v7.3.4.\n", added="+ * Since v7.3.")) == []
+
+
+@pytest.mark.parametrize("prefix", ["[PATCH v16 01/10]", "[PATCH v2]", "[RFC PATCH v9 2/3]"])
+def test_a_version_in_the_subject_prefix_is_a_problem(prefix):
+    assert cl.version_problems(_version_patch(subject_prefix=prefix)) == [
+        f"version number: {prefix} in the subject"]
+
+
+def test_a_version_in_the_changelog_or_an_added_line_is_a_problem():
+    assert cl.version_problems(_version_patch(body_extra="\nAs v8 of this series did.\n")) == [
+        "version number: v8 in the changelog: As v8 of this series did."]
+    assert cl.version_problems(_version_patch(added="+ * v19 drops this.")) == [
+        "version number: v19 added to kernel/sched/fair.c: * v19 drops this."]
+    # Below the '---' line (what changed since the last version) is its place;
+    # a trailer (a link to the last version) is not the changelog.
+    below = _version_patch().replace("---\n", "---\nv16: shorter.\n", 1)
+    assert cl.version_problems(below) == []
+    link = _version_patch(body_extra="\nLink: https://lore.kernel.org/r/v16-0-x@y\n")
+    assert cl.version_problems(link) == []
+
+
+def test_a_version_problem_names_three_places_and_counts_the_rest():
+    many = _version_patch(subject_prefix="[PATCH v10 1/2]",
+                          body_extra="\nv10, v11, v12 and v13 each differ.\n")
+    assert cl.version_problems(many) == [
+        "version number: [PATCH v10 1/2] in the subject; "
+        "v10 in the changelog: v10, v11, v12 and v13 each differ.; "
+        "v11 in the changelog: v10, v11, v12 and v13 each differ. (and 2 more)"]

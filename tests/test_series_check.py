@@ -167,6 +167,13 @@ def test_a_long_changelog_is_a_problem():
     assert c.text_problems(long) == ["changelog: 46 prose lines (at most 45)"]
 
 
+def test_every_rule_read_from_the_text_is_reported():
+    bad = _patch(f"\nSigned-off-by: {PLACEHOLDER}\n").replace("[PATCH 1/1]", "[PATCH v16 1/1]")
+    bad = bad.replace("stops there.", "stops there.\n" + "More prose.\n" * 43)
+    assert c.text_problems(bad) == [c.SIGNED_OFF, "changelog: 46 prose lines (at most 45)",
+                                    "version number: [PATCH v16 1/1] in the subject"]
+
+
 def test_measure_and_kit_patches_are_not_signed_off_either(tmp_path, monkeypatch):
     lab = tmp_path / "lab"
     for sub, trailers in (("measure", ""), ("kit", f"\nSigned-off-by: {PLACEHOLDER}\n")):

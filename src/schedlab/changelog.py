@@ -1,5 +1,5 @@
 """The changelog rules of the series check: how much prose a patch's
-changelog holds, and how many tables.
+changelog holds, how many tables, and no version number of the series.
 
 The changelog is the commit message below its subject, above the '---'
 line, without its trailer block (Link:, Fixes:, Signed-off-by: ...).  Its
@@ -15,6 +15,11 @@ lines are prose but for those of command blocks and of tables:
   first such line to its last, so a label line between its rows (a
   workload's name over the rows of that workload) is part of it, and the
   indented lines around that span are prose.
+
+A version of the series (v8 to v19; v7.3, the base kernel, is not one)
+belongs below the '---' line, if anywhere: not in the subject's [PATCH vN]
+(series mail adds one with --reroll-count), the changelog or a line the
+patch adds.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ TOOLS = frozenset({
 })
 _GAP = re.compile(r"\S {2,}\S")
 _BULLET = re.compile(r"^[-*] ")
+VERSION = re.compile(r"\bv(8|9|1[0-9])\b")
+_PREFIX = re.compile(r"^\[[^\]]*\bPATCH v\d+[^\]]*\]")
+_SHOWN = 3    # places named in a problem
 
 
 @dataclass(frozen=True)
@@ -99,3 +107,32 @@ def length_problems(patch_text: str) -> List[str]:
     if got.tables > MAX_TABLES:
         out.append(f"changelog: {got.tables} tables (at most {MAX_TABLES})")
     return out
+
+
+def version_problems(patch_text: str) -> List[str]:
+    """A version number of the series in the subject ([PATCH vN ...] or the
+    title), the changelog or a line the patch adds: one problem naming the
+    first places."""
+    headers, _, rest = split_patch(patch_text)
+    m = re.search(r"^Subject: (.*(?:\n[ \t].*)*)", headers, re.M)
+    subject = " ".join(m.group(1).split()) if m else ""
+    places = []
+    prefix = _PREFIX.match(subject)
+    if prefix:
+        places.append(f"{prefix.group(0)} in the subject")
+    title = subject[prefix.end():] if prefix else subject
+    places += [f"{v.group(0)} in the subject" for v in VERSION.finditer(title)]
+    for line in changelog(patch_text).splitlines():
+        places += [f"{v.group(0)} in the changelog: {line.strip()}"
+                   for v in VERSION.finditer(line)]
+    path = ""
+    for line in rest:
+        if line.startswith("diff --git "):
+            path = line.rsplit(" b/", 1)[-1]
+        elif line.startswith("+") and not line.startswith("+++ "):
+            places += [f"{v.group(0)} added to {path}: {line[1:].strip()}"
+                       for v in VERSION.finditer(line)]
+    if not places:
+        return []
+    more = f" (and {len(places) - _SHOWN} more)" if len(places) > _SHOWN else ""
+    return ["version number: " + "; ".join(places[:_SHOWN]) + more]

@@ -2,7 +2,8 @@
 
 Every patch of patches/series: no Signed-off-by (only the sender signs
 off, when mailing: mailform.py), a changelog of at most 45 lines of prose
-and one table (changelog.py), checkpatch.pl --strict on the patch as it
+and one table and no version of the series in the changelog, the subject
+or an added line (changelog.py), checkpatch.pl --strict on the patch as it
 is mailed, new files covered by MAINTAINERS, no new W=1 warnings in the
 objects it touches (with the series' KUnit option on and off), test-only
 hooks that leave the option-off code unchanged; no Signed-off-by in
@@ -140,7 +141,8 @@ def signed_off(text: str) -> List[str]:
 
 def text_problems(text: str) -> List[str]:
     """What a patch of patches/series says wrong, read without a build."""
-    return signed_off(text) + changelog.length_problems(text)
+    return signed_off(text) + changelog.length_problems(text) + \
+        changelog.version_problems(text)
 
 
 def unmailed_checks() -> List[PatchCheck]:
