@@ -176,6 +176,16 @@ def test_the_cover_names_the_prerequisite_by_patch_id_and_no_base_commit(tmp_pat
     assert f"\n\n\nbase-commit: {tree.base}\nprerequisite-patch-id: {own}" in based + "\n"
 
 
+def test_mail_tells_the_sender_what_the_sign_off_certifies_and_how_to_send(tmp_path, capsys):
+    _mail(tmp_path)
+    out = capsys.readouterr().out
+    assert f"topic tb: 1 patch(es) and a cover letter in {tmp_path / 'mail'}, from {SENDER}" \
+        in out
+    assert "Developer's Certificate of Origin" in out and "submitting-patches.rst" in out
+    assert "reviewed every line" in out
+    assert f"git send-email {tmp_path / 'mail'}/*.patch" in out
+
+
 def test_a_patch_without_trailers_gets_a_block_of_its_own(tmp_path):
     _, files = _mail(tmp_path)
     body = files[1].read_text().split("\n\n", 1)[1]

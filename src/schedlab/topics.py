@@ -283,9 +283,9 @@ def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = 
         args.insert(1, f"--subject-prefix={prefix}")
         # A patch's From: is its author, SENDER (so no in-body From: line);
         # the cover letter's is the committer format-patch runs as.
-        name, addr = name_and_address(sender)
+        who, addr = name_and_address(sender)
         run(["git", "-C", str(tree.path), *args], capture=True,
-            env={"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": addr})
+            env={"GIT_COMMITTER_NAME": who, "GIT_COMMITTER_EMAIL": addr})
         ids = prerequisite_ids(tree.path, tree.base, pre_commit)
     files = sorted(out.glob("*.patch"))
     cover = files[0]
