@@ -64,6 +64,13 @@ def fake_lab(monkeypatch, tmp_path):
         calls.append("matrix")
         return "config matrix: ok", True
     monkeypatch.setattr(testcmd.matrix, "run", fake_matrix)
+    real_objdiff = testcmd.objdiff.run_all
+
+    def fake_objdiff(*a, **k):
+        inspect.signature(real_objdiff).bind(*a, **k)
+        calls.append("objdiff")
+        return "x86_64: same", True
+    monkeypatch.setattr(testcmd.objdiff, "run_all", fake_objdiff)
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text("0001-x.patch\n")
     monkeypatch.setattr(testcmd, "repo_dir", lambda: tmp_path)
@@ -115,7 +122,7 @@ def test_full_tier_with_failing_ppc64le_build(fake_lab, capsys, tmp_path):
     assert closing(out) == (f"test --full: {n - 1 - len(ppc_dependents)} passed, 1 failed, "
                             f"{len(ppc_dependents)} skipped")
     assert "run_for" in fake_lab and "run_peer_tests" in fake_lab      # the rest ran
-    assert "rehearsal" in fake_lab
+    assert "rehearsal" in fake_lab and "objdiff" in fake_lab
     rec = json.loads(next((tmp_path / "results" / "test-full").glob("*.json")).read_text())
     assert rec["passed"] is False and rec["closing_line"] == closing(out)
     assert rec["patches_sha256"] == testcmd.patches_hash(tmp_path / "patches")

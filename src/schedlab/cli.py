@@ -185,11 +185,12 @@ def add_series(sub: Sub) -> None:
 ./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)
 ./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end v8-tip   # 0-day's cell
 ./schedlab series topics                   # each topic applies alone on the KUnit series
+./schedlab series objdiff                  # fair.o's production code, KUnit option on = off?
 ./schedlab series mail --topic wake --out /tmp/wake --from "Your Name <you@your.domain>"
                                            # one topic signed off by you, for git send-email""")
     add_tree_opts(s)
     s.add_argument("action", choices=["list", "apply", "export", "rebase", "check", "matrix",
-                                      "topics", "mail"])
+                                      "topics", "mail", "objdiff"])
     s.add_argument("--measure", action="store_true",
                    help="apply: with the measurement series; export: into patches/measure/")
     s.add_argument("--kit", action="store_true",

@@ -1,4 +1,5 @@
-"""The 'series' command: list, apply, export, rebase, check, matrix, topics, mail."""
+"""The 'series' command: list, apply, export, rebase, check, matrix, topics, mail,
+objdiff."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from . import mailform, matrix, series, series_check, source, topics
+from . import mailform, matrix, objdiff, series, series_check, source, topics
 from .util import LabError, repo_dir, say
 
 
@@ -84,6 +85,11 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
             return 0
         text, ok = series_check.check_all(tree, ppc=ppc)
         say(text)
+        return 0 if ok else 1
+    if action == "objdiff":
+        text, ok = objdiff.run_all(tree)
+        say(text)
+        say(f"  the objdump of each build and the per-function diffs: {objdiff.out_dir()}")
         return 0 if ok else 1
     if action == "matrix":
         text, ok = matrix.run(tree, "full" if full else "default", cells=cells, end=end)

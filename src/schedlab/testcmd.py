@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import deps, guests, kselftest, kunit, kunit_tool, matrix, pipeline, series, series_check
+from . import deps, guests, kselftest, kunit, kunit_tool, matrix, objdiff, pipeline, series
+from . import series_check
 from . import peer_tests as peermod
 from . import soak as soakmod
 from . import stages as stagemod
@@ -91,6 +92,12 @@ def _fetch(ctx: Dict[str, Any]) -> bool:
     ctx["tree"] = tree
     say(f"  base: {tree.description}")
     return True
+
+
+def _objdiff(ctx: Dict[str, Any]) -> bool:
+    text, ok = objdiff.run_all(ctx["tree"])
+    say(text)
+    return ok
 
 
 def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
@@ -228,7 +235,9 @@ def stages_for(req: TestRequest) -> List[Stage]:
         # series alone, the reference of the probe targets.
         ref = f"build {REFERENCE_VARIANT}/lab (the KUnit series alone)"
         t, online = DEFAULT.kunit_runs[0]
-        out += [Stage(ref, _build("reference", BuildSpec(REFERENCE_VARIANT, "lab")), ("fetch",),
+        out += [Stage("fair.o's production code with the KUnit option on and off "
+                      "(x86_64, ppc64le)", _objdiff, ("fetch",), "full"),
+                Stage(ref, _build("reference", BuildSpec(REFERENCE_VARIANT, "lab")), ("fetch",),
                       "full"),
                 Stage(f"KUnit on {t} with v7.3's probe counts (the probe targets)",
                       _kunit("lab", DEFAULT.arch, t, online, reference="reference"),

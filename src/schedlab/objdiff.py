@@ -1,0 +1,168 @@
+"""fair.o's production code with the series' KUnit option on and off.
+
+The series tip's kernel/sched/fair.o is compiled twice per arch, the lab
+config with CONFIG_SCHED_FAIR_KUNIT_TEST on and off (KUNIT=y both times);
+objdump -dr of each is split per function and each function of the
+option-off object must be in the option-on object with the same code.
+Functions only in the option-on object are the tests'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from . import build as buildmod
+from .series import ensure_variant
+from .source import Tree
+from .util import LabError, log_dir, run, say, work_dir
+
+OBJECT = "kernel/sched/fair.o"
+# The two configs differ only by the option: probe.config turns it off.
+CONFIGS = {"on": "lab", "off": "probe"}
+ARCHES = ("x86_64", "ppc64le")
+
+_HEADER = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
+_INSN = re.compile(r"^\s*[0-9a-f]+:\t(.*)$")
+# A code address with its symbol ("6d <foo+0x5d>"): the symbol alone.
+_TARGET = re.compile(r"\b[0-9a-f]+ (<[^>]+>)")
+# "54d: R_X86_64_PC32\t.data..percpu+0x5c": the type and the symbol; an
+# addend is kept for named symbols only, since the offsets into a section
+# (.rodata, .data..percpu, string merges) move when the tests add data.
+_RELOC = re.compile(r"\t[0-9a-f]+: (R_\S+)\t(\S+?)([+-]0x[0-9a-f]+)?$")
+
+
+def normalise(insn: str) -> str:
+    """One instruction of objdump -dr -w --no-show-raw-insn without its
+    address, its branch targets and relocations as symbols."""
+    m = _RELOC.search(insn)
+    reloc = ""
+    if m:
+        sym, addend = m.group(2), m.group(3) or ""
+        reloc = f"\t{m.group(1)} {sym}{'' if sym.startswith('.') else addend}"
+        insn = insn[:m.start()]
+    insn = _TARGET.sub(r"\1", insn)
+    insn = re.sub(r"\s+", " ", insn).strip()
+    return insn + reloc
+
+
+def split_functions(text: str) -> Dict[str, List[str]]:
+    """objdump -dr output as {function: normalised instructions}; the
+    padding before a function ("<foo-0x10>") is left out."""
+    out: Dict[str, List[str]] = {}
+    current = None
+    for line in text.splitlines():
+        h = _HEADER.match(line)
+        if h:
+            name = h.group(1)
+            current = None if re.search(r"[+-]0x[0-9a-f]+$", name) else name
+            if current is not None:
+                out[current] = []
+            continue
+        m = _INSN.match(line)
+        if m and current is not None:
+            out[current].append(normalise(m.group(1)))
+    return out
+
+
+@dataclass
+class Comparison:
+    arch: str
+    same: int = 0
+    differ: List[str] = field(default_factory=list)
+    missing: List[str] = field(default_factory=list)     # off only: not in the on object
+    tests: List[str] = field(default_factory=list)       # on only: the tests' code
+    diffs: Dict[str, List[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.same > 0 and not self.differ and not self.missing
+
+
+def compare(arch: str, off: Dict[str, List[str]], on: Dict[str, List[str]]) -> Comparison:
+    c = Comparison(arch)
+    for name, code in off.items():
+        if name not in on:
+            c.missing.append(name)
+        elif on[name] != code:
+            c.differ.append(name)
+            c.diffs[name] = list(difflib.unified_diff(code, on[name], "off", "on", lineterm="",
+                                                      n=1))
+        else:
+            c.same += 1
+    c.tests = sorted(set(on) - set(off))
+    return c
+
+
+def report(c: Comparison, most: int = 12) -> str:
+    head = (f"{c.arch}: {c.same} of {c.same + len(c.differ) + len(c.missing)} production "
+            f"functions the same with the option on; {len(c.differ)} differ, "
+            f"{len(c.missing)} missing; {len(c.tests)} functions only with the option on")
+    lines = [head]
+    for name in c.differ[:most]:
+        lines.append(f"  differs: {name} ({sum(1 for d in c.diffs[name] if d[:1] in '+-')} "
+                     "changed lines)")
+    if len(c.differ) > most:
+        lines.append(f"  ... and {len(c.differ) - most} more")
+    lines += [f"  missing with the option on: {n}" for n in c.missing[:most]]
+    return "\n".join(lines)
+
+
+def out_dir() -> Path:
+    return work_dir() / "objdiff"
+
+
+def _objdump(arch: buildmod.Arch, obj: Path) -> str:
+    tool = f"{arch.cross_compile}objdump" if arch.cross_compile else "objdump"
+    return run([tool, "-dr", "--no-show-raw-insn", "-w", str(obj)], capture=True).stdout
+
+
+def _arch(name: str) -> buildmod.Arch:
+    """The arch's build settings, the series check's distribution-like
+    start for cross targets, and both configs from the lab fragments."""
+    arch = buildmod.get_arch(name)
+    if not arch.cross_compile:
+        return arch
+    return dataclasses.replace(arch, start=arch.check_start or arch.start,
+                               configs={"lab": ["lab"], "probe": ["lab", "probe"]})
+
+
+def run_arch(tree: Tree, commit: str, name: str) -> Comparison:
+    arch = _arch(name)
+    log = log_dir() / f"objdiff-{name}.log"
+    log.write_text("")
+    code: Dict[str, Dict[str, List[str]]] = {}
+    for option, config in CONFIGS.items():
+        bdir = work_dir() / "build" / tree.key / f"objdiff-{option}{arch.suffix}"
+        tree.checkout(commit)
+        say(f"  {name}: {OBJECT} with the option {option} ({config} config) in {bdir}")
+        buildmod.prepare(tree, bdir, config, arch, log)
+        buildmod.compile_objects(tree, bdir, [OBJECT], arch, log, w1=False)
+        text = _objdump(arch, bdir / OBJECT)
+        out = out_dir() / f"fair-{name}-{option}.dis"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        code[option] = split_functions(text)
+    return compare(name, code["off"], code["on"])
+
+
+def run_all(tree: Tree, arches: Tuple[str, ...] = ARCHES) -> Tuple[str, bool]:
+    """Both arches at the series tip: the report and the verdict; the
+    per-function diffs go to work/objdiff/ARCH.diff."""
+    for a in arches:
+        if a not in ARCHES:
+            raise LabError(f"unknown arch {a!r}; known: {', '.join(ARCHES)}")
+    tip = ensure_variant(tree, "patched")
+    texts, ok = [], True
+    with tree.locked("objdiff"):
+        for a in arches:
+            c = run_arch(tree, tip, a)
+            (out_dir() / f"{a}.diff").write_text(
+                "".join(f"== {n}\n" + "\n".join(d) + "\n" for n, d in c.diffs.items()))
+            texts.append(report(c))
+            ok &= c.ok
+    return "\n".join(texts), ok

@@ -1,0 +1,56 @@
+"""fair.o's production code with the KUnit option on and off: the objdump comparison."""
+
+from pathlib import Path
+
+from schedlab import objdiff
+
+DATA = Path(__file__).parent / "data" / "objdiff"
+
+
+def functions(name: str):
+    return objdiff.split_functions((DATA / f"{name}.dis").read_text())
+
+
+def test_addresses_and_section_offsets_do_not_count():
+    insn = "23:\tmov    0x0(,%rdi,8),%rax\t27: R_X86_64_32S\t.rodata+0x10"
+    assert objdiff.normalise(insn.split(":\t", 1)[1]) == \
+        "mov 0x0(,%rdi,8),%rax\tR_X86_64_32S .rodata"
+    assert objdiff.normalise("jg     40 <prod_c+0x10>") == "jg <prod_c+0x10>"
+
+
+def test_a_named_symbol_keeps_its_addend():
+    assert objdiff.normalise("call   9 <prod_a+0x9>\t5: R_X86_64_PLT32\text-0x4") == \
+        "call <prod_a+0x9>\tR_X86_64_PLT32 ext-0x4"
+
+
+def test_split_skips_padding_before_a_function():
+    text = ("0000000000000000 <foo-0x10>:\n   0:\tnop\n\n"
+            "0000000000000010 <foo>:\n  10:\tret\n")
+    assert objdiff.split_functions(text) == {"foo": ["ret"]}
+
+
+def test_test_code_and_its_data_leave_production_code_alone():
+    off, on = functions("off"), functions("on")
+    c = objdiff.compare("x86_64", off, on)
+    assert c.ok
+    assert c.same == len(off) == 4
+    assert c.tests == ["test_only"]
+
+
+def test_a_changed_production_function_is_named():
+    c = objdiff.compare("x86_64", functions("off"), functions("broken"))
+    assert not c.ok
+    assert c.differ == ["prod_d"]
+    assert any(line.startswith("-lea") or line.startswith("-add") for line in c.diffs["prod_d"])
+    assert "1 differ" in objdiff.report(c)
+
+
+def test_a_function_gone_with_the_option_on_fails():
+    off, on = functions("off"), functions("on")
+    del on["prod_b"]
+    c = objdiff.compare("x86_64", off, on)
+    assert c.missing == ["prod_b"] and not c.ok
+
+
+def test_an_empty_object_is_not_a_pass():
+    assert not objdiff.compare("x86_64", {}, {}).ok
