@@ -57,20 +57,18 @@ def fake_lab(monkeypatch, tmp_path):
         calls.append("rehearsal")
         return rehearsal.Outcome(True)
     monkeypatch.setattr(rehearsal, "run", fake_rehearsal)
-    real_matrix = testcmd.matrix.run
 
-    def fake_matrix(*a, **k):
-        inspect.signature(real_matrix).bind(*a, **k)
-        calls.append("matrix")
-        return "config matrix: ok", True
-    monkeypatch.setattr(testcmd.matrix, "run", fake_matrix)
-    real_objdiff = testcmd.objdiff.run_all
+    def text_and_verdict(module, attr, call):
+        """A stand-in for a (text, ok) function: checks the arguments, passes."""
+        real = getattr(module, attr)
 
-    def fake_objdiff(*a, **k):
-        inspect.signature(real_objdiff).bind(*a, **k)
-        calls.append("objdiff")
-        return "x86_64: same", True
-    monkeypatch.setattr(testcmd.objdiff, "run_all", fake_objdiff)
+        def fake(*a, **k):
+            inspect.signature(real).bind(*a, **k)
+            calls.append(call)
+            return f"{call}: ok", True
+        monkeypatch.setattr(module, attr, fake)
+    text_and_verdict(testcmd.matrix, "run", "matrix")
+    text_and_verdict(testcmd.objdiff, "run_all", "objdiff")
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text("0001-x.patch\n")
     monkeypatch.setattr(testcmd, "repo_dir", lambda: tmp_path)
