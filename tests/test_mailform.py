@@ -32,7 +32,8 @@ def _message(text):
 
 
 @pytest.mark.parametrize("given", ["Jane Doe <jane.doe@linux.dev>",
-                                   "  Jane   Doe  <jane.doe@linux.dev> "])
+                                   "  Jane   Doe  <jane.doe@linux.dev> ",
+                                   '"Jane Doe" <jane.doe@linux.dev>'])
 def test_a_persons_address_is_a_sender(given):
     assert mf.check_sender(given, "--from") == SENDER
 
@@ -47,6 +48,10 @@ def test_a_persons_address_is_a_sender(given):
     ("Jane Doe <jane@example.com>", "placeholder or no-reply"),
     ("Jane Doe <123+jane@users.noreply.github.com>", "placeholder or no-reply"),
     (PLACEHOLDER, "placeholder or no-reply"),
+    ("Your Name <you@your.domain>", "placeholder or no-reply"),
+    ("Jane Doe <jane@lab.invalid>", "placeholder or no-reply"),
+    ("Jane Doe <jane@lab.test>", "placeholder or no-reply"),
+    ('"" <jane.doe@linux.dev>', "not of the form"),
 ])
 def test_other_senders_are_refused_naming_both_ways_to_give_one(given, why):
     with pytest.raises(LabError) as exc:

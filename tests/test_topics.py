@@ -182,8 +182,15 @@ def test_mail_tells_the_sender_what_the_sign_off_certifies_and_how_to_send(tmp_p
     assert f"topic tb: 1 patch(es) and a cover letter in {tmp_path / 'mail'}, from {SENDER}" \
         in out
     assert "Developer's Certificate of Origin" in out and "submitting-patches.rst" in out
-    assert "reviewed every line" in out
-    assert f"git send-email {tmp_path / 'mail'}/*.patch" in out
+    assert "Review every line" in out
+    assert f"git send-email --dry-run --from '{SENDER}' --to ... {tmp_path / 'mail'}/*.patch" \
+        in out
+
+
+def test_mail_refuses_a_file_as_out(tmp_path):
+    (tmp_path / "mail").write_text("")
+    with pytest.raises(LabError, match="is a file"):
+        _mail(tmp_path)
 
 
 def test_a_patch_without_trailers_gets_a_block_of_its_own(tmp_path):

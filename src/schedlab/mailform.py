@@ -33,20 +33,34 @@ _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:(?:\s|$)")
 _ASSISTED = re.compile(r"^Assisted-by:\s*LLM\b")
 
 
+# Domains that are no one's mail: the reserved names of RFC 2606 and 6761,
+# and the placeholder of HOW ("you@your.domain").
+RESERVED = ("example", "invalid", "test", "localhost", "local", "localdomain")
+HOW_DOMAIN = "your.domain"
+
+
 def placeholder(identity: str) -> bool:
     """Whether a "Name <address>" (or an address) is no person's: a domain
-    under example (RFC 2606: .example, example.com, kernel.example.org) or a
-    no-reply address."""
+    under example (RFC 2606: .example, example.com, kernel.example.org), a
+    reserved top-level domain (.invalid, .test, .localhost, ...), the
+    help's own example, or a no-reply address."""
     addr = identity.rsplit("<", 1)[-1].rstrip("> ").lower()
     domain = addr.rpartition("@")[2]
-    return "example" in domain.split(".") or "noreply" in addr or "no-reply" in addr
+    labels = domain.split(".")
+    return ("example" in labels or labels[-1] in RESERVED or domain == HOW_DOMAIN
+            or "noreply" in addr or "no-reply" in addr)
 
 
 def check_sender(sender: str, where: str) -> str:
     """SENDER as "Name <local@domain>" with its spaces folded; a LabError
     naming WHERE for any other form and for a placeholder address."""
     text = " ".join(sender.split())
-    if not _SENDER.match(text):
+    name, _, rest = text.rpartition(" <")
+    # A quoted name is the name without its quotes; an empty one is none.
+    name = name.strip().strip('"').strip()
+    if name and rest:
+        text = f"{name} <{rest}"
+    if not name or not _SENDER.match(text):
         raise LabError(f"{where}: {sender!r} is not of the form 'Name <local@domain>'; {HOW}")
     if placeholder(text):
         raise LabError(f"{where}: {text} is a placeholder or no-reply address, not a "

@@ -266,6 +266,8 @@ def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = 
     pre, own = topic_patches(name, folder)
     topic = get_topic(name, folder)
     subject, body = cover_text(name, folder)
+    if out.exists() and not out.is_dir():
+        raise LabError(f"--out {out} is a file: give an empty folder")
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("*.patch")):
         raise LabError(f"{out} has .patch files already: give an empty folder")
@@ -298,8 +300,10 @@ def mail(tree: Tree, name: str, out: Path, sender: str, reroll: Optional[int] = 
     cover.write_text(text)
     say(f"  topic {name}: {len(files) - 1} patch(es) and a cover letter in {out}, "
         f"from {sender}")
-    say(f"  Each patch ends with '{ASSISTED_BY}' and 'Signed-off-by: {sender}', which "
-        "certifies the\n  Developer's Certificate of Origin of the kernel's "
-        "Documentation/process/submitting-patches.rst:\n"
-        f"  send them once you have reviewed every line: git send-email {out}/*.patch")
+    say(f"  Each patch ends with '{ASSISTED_BY}' and 'Signed-off-by: {sender}'. That\n"
+        "  sign-off certifies the Developer's Certificate of Origin (the kernel's\n"
+        "  Documentation/process/submitting-patches.rst): that you may submit the patch\n"
+        "  under its license and that the record of it is public. Review every line\n"
+        "  first, then, with the recipients of scripts/get_maintainer.pl:\n"
+        f"    git send-email --dry-run --from '{sender}' --to ... {out}/*.patch")
     return files
