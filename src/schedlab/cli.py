@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from . import ab as abmod
+from . import breaks as breaksmod
 from . import build as buildmod
 from . import compare as comparemod
 from . import deps, guests, hw, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
@@ -36,7 +37,8 @@ from . import topology as topomod
 from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, debug_command, add_online, add_plan_opts,
                       add_topology, add_tree_opts, add_vm_opts, build_spec, command,
                       knob_arg, label_arg, plan_request, positive_int, result_set_arg,
-                      add_matrix_opts, add_topic_opts, topic_arg, tree_spec, vm_options)
+                      add_matrix_opts, add_topic_opts, break_arg, topic_arg, tree_spec,
+                      vm_options)
 from .plan import KNOB_DIR
 from .spec import BuildSpec, built
 from .util import LabError, eprint, say, set_repo
@@ -272,6 +274,10 @@ def add_vm(sub: Sub) -> None:
 def cmd_kunit(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
+    if args.breaks is not None:
+        text, ok = breaksmod.run(tree, args.breaks, args.timeout)
+        say(text)
+        return 0 if ok else 1
     if args.kunit_py:
         result = built(tree, BuildSpec(spec.variant, "lab", args.arch, False, args.no_build))
         return 0 if kunit_tool.run_readme_command(tree.path, tree.key, result.image,
@@ -296,7 +302,9 @@ def add_kunit(sub: Sub) -> None:
 ./schedlab kunit -t smt4-numa --filter 'sched_fair_lb.swb*'
 ./schedlab kunit --reference               # and v7.3's probe counts: the targets
 ./schedlab kunit --topic swb               # the base + the KUnit series + the swb topic
-./schedlab kunit --kunit-py                # plain kunit.py, as the README shows""")
+./schedlab kunit --kunit-py                # plain kunit.py, as the README shows
+./schedlab kunit --breaks                  # each deliberate break must fail a test
+./schedlab kunit --breaks scan-asks-twice  # one break""")
     add_tree_opts(s)
     add_build_opts(s)
     g = s.add_argument_group("KUnit boot")
@@ -307,6 +315,10 @@ def add_kunit(sub: Sub) -> None:
                       "compares a fixture with the live domains")
     g.add_argument("--filter", metavar="GLOB", help="kunit.filter_glob, e.g. "
                                                     "'sched_fair_lb.swb*'")
+    g.add_argument("--breaks", nargs="*", metavar="NAME", type=break_arg,
+                   help="build each deliberate break of the series' code (all, or those "
+                        "named) and boot the tests it is for; fails unless every break "
+                        "fails a test (" + ", ".join(b.name for b in breaksmod.BREAKS) + ")")
     g.add_argument("--reference", action="store_true",
                    help="also build the KUnit series alone and boot it first: its "
                         "should_we_balance() probe counts are v7.3's, the upstream columns "

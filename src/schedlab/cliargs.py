@@ -22,6 +22,7 @@ from . import results as resmod
 from . import topology as topomod
 from . import vm
 from . import workloads as workmod
+from .breaks import BREAKS
 from .spec import BuildSpec, TreeSpec, VmOptions
 from .util import LabError
 
@@ -97,6 +98,14 @@ def add_matrix_opts(p: argparse.ArgumentParser) -> None:
                    help="only these cells, comma-separated (docs/matrix.md; an unknown "
                         "name is refused with the list); --full still adds the bisection "
                         "and sparse")
+
+
+def break_arg(text: str) -> str:
+    """A deliberate break of breaks.BREAKS, refused at parse time otherwise."""
+    names = [b.name for b in BREAKS]
+    if text not in names:
+        raise argparse.ArgumentTypeError(f"unknown break {text!r}; known: {', '.join(names)}")
+    return text
 
 
 def topic_arg(text: str) -> str:

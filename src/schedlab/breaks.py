@@ -1,0 +1,161 @@
+"""Deliberate breaks of the series' code, each of which some KUnit test must catch.
+
+A break is one edit of a file of the patched tree (a text that must occur
+exactly once, and its replacement) and the KUnit tests it is for.  run()
+commits each break on a detached head, builds it in a folder of its own
+and boots the tests on the default topology; a break is caught when at
+least one test fails.  A break whose text is not in the tree is stale (the
+code it broke has changed): that fails too, so the list follows the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from . import build as buildmod
+from . import kunit
+from . import topology as topomod
+from .series import ensure_variant
+from .source import Tree
+from .util import LabError, git, say
+
+FAIR = "kernel/sched/fair.c"
+SWB = "sched_fair_lb.swb*"
+WAKE = "sched_fair_wake.*"
+VARIANT = "breaks"
+
+
+@dataclass(frozen=True)
+class Break:
+    name: str
+    what: str
+    old: str
+    new: str
+    tests: str = SWB        # kunit.filter_glob of the tests meant to catch it
+    path: str = FAIR
+
+
+BREAKS: Tuple[Break, ...] = (
+    Break("busy-dst-trusts-env-idle",
+          "a busy dst taken from env->idle alone: a stale __CPU_NOT_IDLE sends an idle "
+          "dst down the busy path",
+          "\tif (env->idle != CPU_IDLE && !idle_cpu(env->dst_cpu))\n\t\tgoto busy;",
+          "\tif (env->idle == __CPU_NOT_IDLE)\n\t\tgoto busy;"),
+    Break("busy-balance-cpu-scans-on",
+          "the busy group balance CPU goes on scanning after the first idle CPU",
+          "\t\tif (cpu != env->dst_cpu && idle_cpu(cpu))\n\t\t\treturn 0;\n\t}\n\n\treturn 1;",
+          "\t\tif (cpu != env->dst_cpu && idle_cpu(cpu))\n\t\t\tidle_smt = cpu;\n\t}\n\n"
+          "\treturn idle_smt == -1;"),
+    Break("scan-asks-twice",
+          "the scan asks about every CPU it finds busy twice",
+          "\t\tif (!idle_cpu(cpu)) {\n\t\t\t/* dst_cpu is busy after all",
+          "\t\tif (!idle_cpu(cpu) && !idle_cpu(cpu)) {\n\t\t\t/* dst_cpu is busy after all"),
+    Break("one-cpu-group-probes",
+          "a local group of one CPU is asked about like any other",
+          "\tif (sg->group_weight == 1 && cpumask_test_cpu(env->dst_cpu, "
+          "group_balance_mask(sg)))\n\t\treturn 1;\n",
+          ""),
+    Break("one-core-group-cores-matter",
+          "a local group that is one SMT core looks for an idle core",
+          "\tif (!sched_smt_active() || (sg->flags & SD_SHARE_CPUCAPACITY)) {",
+          "\tif (!sched_smt_active()) {"),
+    Break("smt-inactive-cores-matter",
+          "with SMT inactive the scan still looks for idle cores",
+          "\tif (!sched_smt_active() || (sg->flags & SD_SHARE_CPUCAPACITY)) {",
+          "\tif (sg->flags & SD_SHARE_CPUCAPACITY) {"),
+    Break("busy-dst-scans-on",
+          "a dst the scan finds busy goes on scanning",
+          "\t\t\tif (cpu == env->dst_cpu)\n\t\t\t\tgoto busy;\n",
+          ""),
+    Break("busy-core-not-pruned",
+          "a busy CPU never prunes its core, also once an idle SMT fallback is known",
+          "\t\t\tif (idle_smt == -1)\n\t\t\t\tcontinue;\n\t\t} else if (is_core_idle(cpu)) {",
+          "\t\t\tcontinue;\n\t\t} else if (is_core_idle(cpu)) {"),
+    Break("wake-no-load-test",
+          "the wakee goes to a group-idle CPU whatever its load",
+          "\t\t\tif (cpu_load_without(cpu_rq(cpu), p) <= target_load)\n\t\t\t\treturn cpu;",
+          "\t\t\treturn cpu;", WAKE),
+    Break("wake-strictly-less-load",
+          "a group-idle CPU with the target's load is passed over",
+          "cpu_load_without(cpu_rq(cpu), p) <= target_load",
+          "cpu_load_without(cpu_rq(cpu), p) < target_load", WAKE),
+    Break("wake-load-of-the-waker",
+          "the load compared with the waking CPU's, not the target's",
+          "target_load = cpu_load_without(cpu_rq(target), p);",
+          "target_load = cpu_load_without(cpu_rq(smp_processor_id()), p);", WAKE),
+)
+
+
+def get(names: Sequence[str]) -> List[Break]:
+    """The breaks named (all for none); unknown names refused."""
+    if not names:
+        return list(BREAKS)
+    known = {b.name: b for b in BREAKS}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise LabError(f"unknown break(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return [known[n] for n in names]
+
+
+def apply(text: str, b: Break) -> Optional[str]:
+    """TEXT with the break made; None when its text is not there exactly once."""
+    if text.count(b.old) != 1:
+        return None
+    return text.replace(b.old, b.new, 1)
+
+
+@dataclass
+class Outcome:
+    name: str
+    verdict: str            # caught, MISSED, stale, no result
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "caught"
+
+
+def verdict(failed: int, passed: int) -> str:
+    """A break is caught when a test failed; a boot that ran no test tells nothing."""
+    if failed:
+        return "caught"
+    return "MISSED" if passed else "no result"
+
+
+def run(tree: Tree, names: Sequence[str] = (), timeout: float = 900) -> Tuple[str, bool]:
+    todo = get(names)
+    patched = ensure_variant(tree, "patched")
+    topo = topomod.parse_topology(kunit.DEFAULT_TOPOLOGY)
+    outcomes: List[Outcome] = []
+    try:
+        for b in todo:
+            outcomes.append(_one(tree, patched, b, topo, timeout))
+    finally:
+        tree.checkout(patched)
+    lines = [f"  {o.verdict:9} {o.name}" + (f": {o.detail}" if o.detail else "")
+             for o in outcomes]
+    caught = sum(o.ok for o in outcomes)
+    lines.append(f"breaks: {caught} of {len(outcomes)} caught")
+    return "\n".join(lines), caught == len(outcomes)
+
+
+def _one(tree: Tree, patched: str, b: Break, topo: topomod.Topology,
+         timeout: float) -> Outcome:
+    say(f"==> break {b.name}: {b.what}")
+    with tree.locked(f"break {b.name}"):
+        tree.checkout(patched)
+        path = tree.path / b.path
+        broken = apply(path.read_text(), b)
+        if broken is None:
+            return Outcome(b.name, "stale", f"its text is not once in {b.path}")
+        path.write_text(broken)
+        git(tree.path, "-c", "user.name=schedlab", "-c", "user.email=schedlab@localhost",
+            "commit", "-q", "-am", f"break {b.name}")
+        commit = git(tree.path, "rev-parse", "HEAD")
+    image = buildmod.build(tree, VARIANT, commit, "lab").image
+    res = kunit.run_kunit(tree.path, image, topo, kunit.DEFAULT_ONLINE, filter_glob=b.tests,
+                          timeout=timeout, log_tag=f"-break-{b.name}")
+    failing = [name for name, status in res.results if status not in ("PASS", "SKIP")]
+    return Outcome(b.name, verdict(res.failed, res.passed),
+                   f"{res.failed} failed ({', '.join(failing[:3])}), {res.passed} passed")
