@@ -113,12 +113,13 @@ def test_the_mail_form_is_the_senders_with_assisted_by_then_signed_off_by():
     assert text.split("\n---\n", 1)[1] == _patch().split("\n---\n", 1)[1]
 
 
-def test_the_trailers_join_the_block_the_patch_has():
+def test_the_trailers_join_the_block_the_patch_has_in_tips_order():
+    # Fixes: before the Signed-off-by chain, Link: after it.
     text = mf.mail_form(_patch("Link: https://lore.kernel.org/r/x@y",
                                "Fixes: 54a4f0239f2e (\"sched/fair: Something\")"), SENDER)
-    assert _message(text)[3:] == ["Link: https://lore.kernel.org/r/x@y",
-                                  "Fixes: 54a4f0239f2e (\"sched/fair: Something\")",
-                                  mf.ASSISTED_BY, f"Signed-off-by: {SENDER}"]
+    assert _message(text)[3:] == ["Fixes: 54a4f0239f2e (\"sched/fair: Something\")",
+                                  mf.ASSISTED_BY, f"Signed-off-by: {SENDER}",
+                                  "Link: https://lore.kernel.org/r/x@y"]
 
 
 def test_a_placeholders_sign_off_is_dropped():
@@ -126,8 +127,8 @@ def test_a_placeholders_sign_off_is_dropped():
     text = mf.mail_form(_patch("Link: https://lore.kernel.org/r/x@y",
                                f"Signed-off-by: {PLACEHOLDER}"), SENDER)
     assert "noreply" not in text
-    assert _message(text)[3:] == ["Link: https://lore.kernel.org/r/x@y", mf.ASSISTED_BY,
-                                  f"Signed-off-by: {SENDER}"]
+    assert _message(text)[3:] == [mf.ASSISTED_BY, f"Signed-off-by: {SENDER}",
+                                  "Link: https://lore.kernel.org/r/x@y"]
     alone = mf.mail_form(_patch(f"Signed-off-by: {PLACEHOLDER}"), SENDER)
     assert _message(alone) == _message(mf.mail_form(_patch(), SENDER))
 

@@ -148,11 +148,12 @@ def test_every_mail_is_from_its_sender_and_signed_off_last_by_them(tmp_path):
         assert "example.test" not in text
     # No in-body From: (the author is the sender), the trailers one block.
     body = patch.split("\n\n", 1)[1]
-    assert body.startswith("Why b.\n\nLink: https://lore.kernel.org/r/b@c\n"
-                           f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n---\n")
+    assert body.startswith(f"Why b.\n\nAssisted-by: LLM\nSigned-off-by: {SENDER}\n"
+                           "Link: https://lore.kernel.org/r/b@c\n---\n")
     fields, message = _mailinfo(g, files[1])
     assert (fields["Author"], fields["Email"]) == ("Jane Doe", "jane.doe@linux.dev")
-    assert message.endswith(f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n")
+    assert message.endswith(f"Assisted-by: LLM\nSigned-off-by: {SENDER}\n"
+                            "Link: https://lore.kernel.org/r/b@c\n")
     # format-patch names the authors in the cover letter's shortlog.
     assert "\nJane Doe (1):\n  b: Change\n" in cover
     assert "Subject: [RFC PATCH 0/1] b: The B topic" in cover   # no version by default

@@ -31,6 +31,9 @@ _SENDER = re.compile(r"^[^<>@\s][^<>@]*\s<([^<>@\s]+@[^<>@\s.]+(?:\.[^<>@\s.]+)+
 _SIGNOFF = re.compile(r"^Signed-off-by:\s*(.*?)\s*$")
 _TRAILER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:(?:\s|$)")
 _ASSISTED = re.compile(r"^Assisted-by:\s*LLM\b")
+# Trailers that tip's order (Documentation/process/maintainer-tip.rst,
+# "Ordering of commit tags") puts after the Signed-off-by chain.
+_AFTER_SIGNOFFS = re.compile(r"^(Tested-by|Reviewed-by|Acked-by|Cc|Link):", re.I)
 
 
 # Domains that are no one's mail: the reserved names of RFC 2606 and 6761,
@@ -132,8 +135,9 @@ def split_trailers(message: List[str]) -> Tuple[List[str], List[str]]:
 
 def signed_message(message: List[str], sender: str) -> List[str]:
     """The lines of a commit message with "Assisted-by: LLM" and SENDER's
-    Signed-off-by last in its trailer block (one block: appended to the
-    trailers it has, Link:, Fixes: and the like), never twice.
+    Signed-off-by at the end of its Signed-off-by chain (one trailer block:
+    after Fixes:, Suggested-by: and the like, before Tested-by:, Reviewed-by:,
+    Acked-by:, Cc: and Link:, in tip's order), never twice.
 
     The Signed-off-by and in-body From: of a placeholder identity are
     dropped: while patches/ is rewritten, its files may still carry the
@@ -158,7 +162,17 @@ def signed_message(message: List[str], sender: str) -> List[str]:
         del kept[signoffs[-1]]
     if text and text[-1].strip():
         text = text + [""]
-    return text + kept + [assisted[0] if assisted else ASSISTED_BY, own]
+    # Each trailer with its continuation lines, the Signed-off-by chain's
+    # followers moved after it, the others kept in their order before it.
+    groups: List[List[str]] = []
+    for ln in kept:
+        if ln[:1] in (" ", "\t") and groups:
+            groups[-1].append(ln)
+        else:
+            groups.append([ln])
+    before = [ln for g in groups if not _AFTER_SIGNOFFS.match(g[0]) for ln in g]
+    after = [ln for g in groups if _AFTER_SIGNOFFS.match(g[0]) for ln in g]
+    return text + before + [assisted[0] if assisted else ASSISTED_BY, own] + after
 
 
 def mail_form(text: str, sender: str) -> str:
