@@ -118,3 +118,28 @@ def test_boot_retries_once_after_a_qemu_fault(tmp_path, monkeypatch, capsys):
     runs[:] = [vm.VmResult(1, "panic\n", "", 3.0), vm.VmResult(0, "never\n", "", 1.0)]
     assert vm.boot(image, t.PRESETS["smt4"], "true", log=tmp_path / "vm.log").returncode == 1
     assert len(runs) == 1
+
+
+def test_boot_retries_a_hung_boot_once_only_when_asked(tmp_path, monkeypatch, capsys):
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"x")
+    monkeypatch.setattr(vm, "kvm_works", lambda image: (False, "no /dev/kvm"))
+    monkeypatch.setattr(vm, "vng_command", lambda *a, **k: ["vng"])
+    hung = vm.VmResult(124, "", "", 300.0, timed_out=True)
+    runs = [hung, vm.VmResult(0, "ok\n", "", 20.0)]
+    monkeypatch.setattr(vm, "_spawn", lambda args, timeout, log: runs.pop(0))
+    res = vm.boot(image, t.PRESETS["smt4"], "true", timeout=300, retry_hung=True,
+                  log=tmp_path / "vm.log")
+    assert (res.returncode, runs) == (0, [])
+    assert "the VM hung (not done within 5m00s)" in capsys.readouterr().out
+    # Hung twice: the second is the answer.
+    runs[:] = [hung, hung, vm.VmResult(0, "never\n", "", 1.0)]
+    with pytest.raises(LabError, match="did not finish"):
+        vm.boot(image, t.PRESETS["smt4"], "true", timeout=300, retry_hung=True,
+                log=tmp_path / "vm.log")
+    assert len(runs) == 1
+    # Not asked: no second boot.
+    runs[:] = [hung, vm.VmResult(0, "never\n", "", 1.0)]
+    with pytest.raises(LabError, match="did not finish"):
+        vm.boot(image, t.PRESETS["smt4"], "true", timeout=300, log=tmp_path / "vm.log")
+    assert len(runs) == 1

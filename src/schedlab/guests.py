@@ -34,7 +34,8 @@ def _virtme_check(target: BootTarget, image: Path, topo: topomod.Topology, opts:
     return vm.boot_and_check(image, topo, command, online=opts.online,
                              memory_mib=opts.memory, kernel_args=opts.append,
                              timeout=opts.timeout, verbose=opts.verbose, rwdirs=opts.rwdirs,
-                             icount=opts.accel == "icount", no_check=opts.no_check)
+                             icount=opts.accel == "icount", no_check=opts.no_check,
+                             retry_hung=opts.retry_hung)
 
 
 def check_request(arch: Optional[str], opts: VmOptions,

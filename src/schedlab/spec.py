@@ -69,6 +69,7 @@ class VmOptions:
     verbose: bool = False
     rwdirs: Tuple[Path, ...] = field(default_factory=tuple)
     accel: str = "auto"         # or "icount" (vm.py)
+    retry_hung: bool = False    # a boot that times out is booted once more (vm.boot)
 
     def with_(self, **changes) -> "VmOptions":
         return replace(self, **changes)

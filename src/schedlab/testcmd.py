@@ -45,6 +45,8 @@ REFERENCE_VARIANT = "topic-kunit"
 SOAK_TOPOLOGY, SOAK_MINUTES = "smt4-numa", 3
 # The hardware kit's rehearsal in the full tier: every arm, in a guest.
 REHEARSAL_TOPOLOGY = "smt8"
+# A topology boot's limit in the tiers (it takes 15-40 s under TCG).
+BOOT_TIMEOUT = 300
 
 Builder = Callable[[Any, BuildSpec], BuildResult]
 
@@ -122,7 +124,9 @@ def _build(key: str, spec: BuildSpec) -> Callable[[Dict[str, Any]], bool]:
 
 def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
     def body(ctx: Dict[str, Any]) -> bool:
-        opts = ctx["request"].vm
+        # A topology boot takes 15-40 s under TCG: one that has not ended in
+        # BOOT_TIMEOUT hung, and is booted once more (vm.boot).
+        opts = ctx["request"].vm.with_(timeout=BOOT_TIMEOUT, retry_hung=True)
         if not targets.get_target(arch).runs_commands:
             # The topology check alone: the boot options of the x86_64 runs
             # (a command, --rwdir, icount, --online) are not for this guest.

@@ -152,10 +152,11 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
          verbose: bool = False, quiet: bool = False,
          rwdirs: Sequence[Path] = (), tcg_single: bool = False,
          icount: bool = False, log: Optional[Path] = None,
-         qemu_extra: str = "") -> VmResult:
+         qemu_extra: str = "", retry_hung: bool = False) -> VmResult:
     """Boot IMAGE and run CMD; the console goes to LOG (work/logs/vm.log
     unless given: a caller whose VM may run beside another passes its own).
-    qemu_extra: more qemu options, with icount only."""
+    qemu_extra: more qemu options, with icount only.  retry_hung: a boot
+    that does not finish within TIMEOUT is stopped and booted once more."""
     if qemu_extra and not icount:
         raise LabError("vm.boot: extra qemu options are for icount boots")
     log = log or log_dir() / "vm.log"
@@ -182,6 +183,13 @@ def boot(image: Path, topo: topomod.Topology, cmd: str, *, online: Optional[int]
         # and say so; a second fault is the answer.
         say(f"  qemu aborted ({fault}); booting once more")
         res = _spawn(args, timeout, log)
+    if res.timed_out and retry_hung:
+        # Seen once under multi-threaded TCG on 2 host cores: a topology
+        # boot that takes 15-40 s ran on, at full CPU, until stopped, and
+        # booted again at once. A second hang is the answer.
+        say(f"  the VM hung (not done within {fmt_secs(timeout)}) and was stopped; "
+            "booting once more")
+        res = _spawn(args, timeout, log)
     res.accel = accel
     if res.timed_out:
         raise LabError(f"the VM did not finish within {fmt_secs(timeout)} and was stopped "
@@ -193,15 +201,16 @@ def boot_and_check(image: Path, topo: topomod.Topology, command: Sequence[str] =
                    *, online: Optional[int] = None, memory_mib: int = 2048,
                    kernel_args: Sequence[str] = (), timeout: float = 900, verbose: bool = False,
                    rwdirs: Sequence[Path] = (), icount: bool = False,
-                   no_check: bool = False) -> int:
+                   no_check: bool = False, retry_hung: bool = False) -> int:
     """Boot once: the topology probe and its check (unless no_check), then
-    COMMAND, whose output is printed; its status, or 3 when the check failed."""
+    COMMAND, whose output is printed; its status, or 3 when the check failed.
+    retry_hung: as for boot()."""
     user = shlex.join(command) if command else "true"
 
     def run(cmd: str) -> VmResult:
         return boot(image, topo, cmd, online=online, memory_mib=memory_mib,
                     kernel_args=kernel_args, timeout=timeout, verbose=verbose, rwdirs=rwdirs,
-                    icount=icount)
+                    icount=icount, retry_hung=retry_hung)
     if no_check:
         res = run(user)
         sys.stdout.write(res.output)
