@@ -54,3 +54,17 @@ def test_a_function_gone_with_the_option_on_fails():
 
 def test_an_empty_object_is_not_a_pass():
     assert not objdiff.compare("x86_64", {}, {}).ok
+
+
+def test_padding_moved_by_placement_changes_nothing():
+    # The same function where the assembler put one more nop before a loop
+    # head: the branch lands on the same instruction.
+    a = ("0000000000000000 <f>:\n   0:\tcmpldi r8,2\n   4:\tblt     10 <f+0x10>\n"
+         "   8:\tnop\n   c:\tli r8,1\n  10:\tblr\n")
+    b = ("0000000000000040 <f>:\n  40:\tcmpldi r8,2\n  44:\tblt     54 <f+0x14>\n"
+         "  48:\tnop\n  4c:\tori r2,r2,0\n  50:\tli r8,1\n  54:\tblr\n")
+    fa, fb = objdiff.split_functions(a), objdiff.split_functions(b)
+    assert fa == fb == {"f": ["cmpldi r8,2", "blt <L3>", "li r8,1", "blr"]}
+    # A branch to another instruction is a change.
+    c = b.replace("54 <f+0x14>", "50 <f+0x10>")
+    assert objdiff.split_functions(c) != fa

@@ -26,14 +26,17 @@ OBJECT = "kernel/sched/fair.o"
 CONFIGS = {"on": "lab", "off": "probe"}
 ARCHES = ("x86_64", "ppc64le")
 
-_HEADER = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
-_INSN = re.compile(r"^\s*[0-9a-f]+:\t(.*)$")
+_HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
+_INSN = re.compile(r"^\s*([0-9a-f]+):\t(.*)$")
 # A code address with its symbol ("6d <foo+0x5d>"): the symbol alone.
 _TARGET = re.compile(r"\b[0-9a-f]+ (<[^>]+>)")
 # "54d: R_X86_64_PC32\t.data..percpu+0x5c": the type and the symbol; an
 # addend is kept for named symbols only, since the offsets into a section
 # (.rodata, .data..percpu, string merges) move when the tests add data.
 _RELOC = re.compile(r"\t[0-9a-f]+: (R_\S+)\t(\S+?)([+-]0x[0-9a-f]+)?$")
+# Padding: the nops an assembler puts before an aligned loop or function
+# end depend on where the function lands (ppc64le's "ori r2,r2,0" too).
+_PADDING = re.compile(r"^(?:(?:data16 |cs )*nop[lw]?\b.*|xchg %ax,%ax|ori r2,r2,0)$")
 
 
 def normalise(insn: str) -> str:
@@ -50,23 +53,40 @@ def normalise(insn: str) -> str:
     return insn + reloc
 
 
+def _labelled(name: str, start: int, insns: List[Tuple[int, str]]) -> List[str]:
+    """A function's instructions without padding, a branch into the
+    function itself named by the index of the instruction it reaches (the
+    next one kept when it lands on padding), so that padding moved by the
+    function's placement changes nothing."""
+    kept = [(addr, text) for addr, text in insns if not _PADDING.match(text)]
+    index = {addr: i for i, (addr, _) in enumerate(kept)}
+    addrs = sorted(index)
+
+    def label(m: "re.Match[str]") -> str:
+        target = start + int(m.group(1), 16)
+        pos = next((index[a] for a in addrs if a >= target), len(kept))
+        return f"<L{pos}>"
+    own = re.compile(rf"<{re.escape(name)}\+0x([0-9a-f]+)>")
+    return [own.sub(label, text) for _, text in kept]
+
+
 def split_functions(text: str) -> Dict[str, List[str]]:
     """objdump -dr output as {function: normalised instructions}; the
     padding before a function ("<foo-0x10>") is left out."""
-    out: Dict[str, List[str]] = {}
+    raw: Dict[str, Tuple[int, List[Tuple[int, str]]]] = {}
     current = None
     for line in text.splitlines():
         h = _HEADER.match(line)
         if h:
-            name = h.group(1)
+            name = h.group(2)
             current = None if re.search(r"[+-]0x[0-9a-f]+$", name) else name
             if current is not None:
-                out[current] = []
+                raw[current] = (int(h.group(1), 16), [])
             continue
         m = _INSN.match(line)
         if m and current is not None:
-            out[current].append(normalise(m.group(1)))
-    return out
+            raw[current][1].append((int(m.group(1), 16), normalise(m.group(2))))
+    return {name: _labelled(name, start, insns) for name, (start, insns) in raw.items()}
 
 
 @dataclass
