@@ -68,3 +68,33 @@ def test_padding_moved_by_placement_changes_nothing():
     # A branch to another instruction is a change.
     c = b.replace("54 <f+0x14>", "50 <f+0x10>")
     assert objdiff.split_functions(c) != fa
+
+
+def test_section_offsets_are_named_by_the_symbol_there():
+    table = ("0000000000000050 l     O .data\t0000000000000004 slice\n"
+             "0000000000000054 l     O .data\t0000000000000004 base_slice\n")
+    syms = objdiff.symbols(table)
+    # A PC-relative reference's addend counts from the end of the field.
+    one = objdiff.normalise("mov 0x0(%rip),%eax\t2: R_X86_64_PC32\t.data+0x4c", syms)
+    other = objdiff.normalise("mov 0x0(%rip),%eax\t2: R_X86_64_PC32\t.data+0x50", syms)
+    assert one.endswith("R_X86_64_PC32 slice") and other.endswith("R_X86_64_PC32 base_slice")
+    # Where no symbol covers the offset (merged strings), the section.
+    assert objdiff.normalise("mov $0x0,%r10\t3: R_X86_64_32S\t.rodata.str1.1+0x45", syms) \
+        .endswith("R_X86_64_32S .rodata.str1.1")
+
+
+def test_a_clone_of_another_name_is_compared_not_missing():
+    off = {"f.constprop.0": ["ret"], "g": ["ret"]}
+    on = {"f": ["nop-free", "ret"], "g": ["ret"], "test_case": ["ret"]}
+    c = objdiff.compare("x86_64", off, on)
+    assert c.differ == ["f.constprop.0 (with the option on: f)"] and not c.missing
+    assert c.tests == ["test_case"]
+
+
+def test_the_option_must_differ_between_the_builds():
+    assert objdiff.check_option("CONFIG_KUNIT=y\nCONFIG_SCHED_FAIR_KUNIT_TEST=y\n", "on") == []
+    assert objdiff.check_option("CONFIG_KUNIT=y\n# CONFIG_SCHED_FAIR_KUNIT_TEST is not set\n",
+                                "off") == []
+    assert objdiff.check_option("CONFIG_KUNIT=y\n", "on") == \
+        ["CONFIG_SCHED_FAIR_KUNIT_TEST is not y"]
+    assert "CONFIG_KUNIT is not y" in objdiff.check_option("", "off")

@@ -14,14 +14,16 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from . import build as buildmod
 from .series import ensure_variant
+from .series_check import KUNIT_OPTION
 from .source import Tree
 from .util import LabError, log_dir, run, say, work_dir
 
 OBJECT = "kernel/sched/fair.o"
+
 # The two configs differ only by the option: probe.config turns it off.
 CONFIGS = {"on": "lab", "off": "probe"}
 ARCHES = ("x86_64", "ppc64le")
@@ -30,23 +32,68 @@ _HEADER = re.compile(r"^([0-9a-f]+) <([^>]+)>:$")
 _INSN = re.compile(r"^\s*([0-9a-f]+):\t(.*)$")
 # A code address with its symbol ("6d <foo+0x5d>"): the symbol alone.
 _TARGET = re.compile(r"\b[0-9a-f]+ (<[^>]+>)")
-# "54d: R_X86_64_PC32\t.data..percpu+0x5c": the type and the symbol; an
-# addend is kept for named symbols only, since the offsets into a section
-# (.rodata, .data..percpu, string merges) move when the tests add data.
+# "54d: R_X86_64_PC32\t.data+0x50": the type and the target, a section and
+# offset resolved to the object's symbol there (Symbols), since the tests'
+# data moves the offsets; where no symbol covers it (string merges) the
+# section alone.
 _RELOC = re.compile(r"\t[0-9a-f]+: (R_\S+)\t(\S+?)([+-]0x[0-9a-f]+)?$")
+# objdump -t: "0000000000000050 l     O .data\t0000000000000004 name".
+_SYMBOL = re.compile(r"^([0-9a-f]+) .{7} (\S+)\t([0-9a-f]+) (\S+)$")
+# GCC's clones: foo.constprop.0, foo.isra.0, foo.part.0, foo.cold.
+_CLONE = re.compile(r"\.(?:constprop|isra|part|cold|lto_priv)(?:\.\d+)?")
+
+Symbols = Dict[str, List[Tuple[int, int, str]]]   # section -> (start, size, name), sorted
+
+
+def symbols(table: str) -> Symbols:
+    """The named data and functions of objdump -t, by section."""
+    out: Symbols = {}
+    for line in table.splitlines():
+        m = _SYMBOL.match(line.strip())
+        if m and not m.group(4).startswith(".") and int(m.group(3), 16) > 0:
+            out.setdefault(m.group(2), []).append(
+                (int(m.group(1), 16), int(m.group(3), 16), m.group(4)))
+    for entries in out.values():
+        entries.sort()
+    return out
+
+
+def toc_entries(relocs: str) -> Symbols:
+    """ppc64le's .toc as symbols: each 8-byte entry named by what its
+    relocation points at (objdump -r -j .toc: "OFFSET TYPE VALUE")."""
+    out = []
+    for line in relocs.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1].startswith("R_") and re.fullmatch(r"[0-9a-f]+", parts[0]):
+            out.append((int(parts[0], 16), 8, f"toc({parts[2]})"))
+    return {".toc": sorted(out)} if out else {}
+
+
+def resolve(section: str, addend: int, syms: Symbols) -> str:
+    """SECTION+ADDEND as "symbol+offset", or the section where none covers it."""
+    for start, size, name in syms.get(section, ()):
+        if start <= addend < start + size:
+            return f"{name}+{addend - start:#x}" if addend > start else name
+    return section
 # Padding: the nops an assembler puts before an aligned loop or function
 # end depend on where the function lands (ppc64le's "ori r2,r2,0" too).
 _PADDING = re.compile(r"^(?:(?:data16 |cs )*nop[lw]?\b.*|xchg %ax,%ax|ori r2,r2,0)$")
 
 
-def normalise(insn: str) -> str:
+def normalise(insn: str, syms: Optional[Symbols] = None) -> str:
     """One instruction of objdump -dr -w --no-show-raw-insn without its
     address, its branch targets and relocations as symbols."""
     m = _RELOC.search(insn)
     reloc = ""
     if m:
         sym, addend = m.group(2), m.group(3) or ""
-        reloc = f"\t{m.group(1)} {sym}{'' if sym.startswith('.') else addend}"
+        if sym.startswith("."):
+            # The addend of a PC-relative reference counts from the field.
+            bias = 4 if m.group(1).endswith(("PC32", "PLT32")) else 0
+            target = resolve(sym, int(addend or "0", 16) + bias, syms or {})
+        else:
+            target = sym + addend
+        reloc = f"\t{m.group(1)} {target}"
         insn = insn[:m.start()]
     insn = _TARGET.sub(r"\1", insn)
     insn = re.sub(r"\s+", " ", insn).strip()
@@ -70,22 +117,26 @@ def _labelled(name: str, start: int, insns: List[Tuple[int, str]]) -> List[str]:
     return [own.sub(label, text) for _, text in kept]
 
 
-def split_functions(text: str) -> Dict[str, List[str]]:
+def split_functions(text: str, syms: Optional[Symbols] = None) -> Dict[str, List[str]]:
     """objdump -dr output as {function: normalised instructions}; the
-    padding before a function ("<foo-0x10>") is left out."""
+    padding before a function ("<foo-0x10>") is left out; SYMS: the
+    object's symbols, to name what section offsets point at."""
     raw: Dict[str, Tuple[int, List[Tuple[int, str]]]] = {}
     current = None
     for line in text.splitlines():
         h = _HEADER.match(line)
         if h:
             name = h.group(2)
-            current = None if re.search(r"[+-]0x[0-9a-f]+$", name) else name
+            # Padding ("<foo-0x10>") and section starts ("<.altinstr_replacement>")
+            # are not functions.
+            current = None if (re.search(r"[+-]0x[0-9a-f]+$", name)
+                               or name.startswith(".")) else name
             if current is not None:
                 raw[current] = (int(h.group(1), 16), [])
             continue
         m = _INSN.match(line)
         if m and current is not None:
-            raw[current][1].append((int(m.group(1), 16), normalise(m.group(2))))
+            raw[current][1].append((int(m.group(1), 16), normalise(m.group(2), syms)))
     return {name: _labelled(name, start, insns) for name, (start, insns) in raw.items()}
 
 
@@ -104,24 +155,33 @@ class Comparison:
 
 
 def compare(arch: str, off: Dict[str, List[str]], on: Dict[str, List[str]]) -> Comparison:
+    """Each function of OFF against ON's of the same name, or of the same
+    name but for GCC's clone suffix (foo.constprop.0 and foo: a change)."""
     c = Comparison(arch)
+    unmatched = set(on) - set(off)
     for name, code in off.items():
-        if name not in on:
+        other = name if name in on else next(
+            (n for n in sorted(unmatched) if _CLONE.sub("", n) == _CLONE.sub("", name)), None)
+        if other is None:
             c.missing.append(name)
-        elif on[name] != code:
-            c.differ.append(name)
-            c.diffs[name] = list(difflib.unified_diff(code, on[name], "off", "on", lineterm="",
-                                                      n=1))
+            continue
+        unmatched.discard(other)
+        label = name if other == name else f"{name} (with the option on: {other})"
+        if on[other] != code:
+            c.differ.append(label)
+            c.diffs[label] = list(difflib.unified_diff(code, on[other], "off", "on",
+                                                       lineterm="", n=1))
         else:
             c.same += 1
-    c.tests = sorted(set(on) - set(off))
+    c.tests = sorted(unmatched)
     return c
 
 
 def report(c: Comparison, most: int = 12) -> str:
     head = (f"{c.arch}: {c.same} of {c.same + len(c.differ) + len(c.missing)} production "
             f"functions the same with the option on; {len(c.differ)} differ, "
-            f"{len(c.missing)} missing; {len(c.tests)} functions only with the option on")
+            f"{len(c.missing)} missing; {len(c.tests)} functions only with the option on "
+            "(the tests', and production functions no longer inlined)")
     lines = [head]
     for name in c.differ[:most]:
         lines.append(f"  differs: {name} ({sum(1 for d in c.diffs[name] if d[:1] in '+-')} "
@@ -129,6 +189,8 @@ def report(c: Comparison, most: int = 12) -> str:
     if len(c.differ) > most:
         lines.append(f"  ... and {len(c.differ) - most} more")
     lines += [f"  missing with the option on: {n}" for n in c.missing[:most]]
+    if len(c.missing) > most:
+        lines.append(f"  ... and {len(c.missing) - most} more missing")
     return "\n".join(lines)
 
 
@@ -136,9 +198,11 @@ def out_dir() -> Path:
     return work_dir() / "objdiff"
 
 
-def _objdump(arch: buildmod.Arch, obj: Path) -> str:
+def _objdump(arch: buildmod.Arch, obj: Path, *what: str) -> str:
+    """objdump WHAT (default: the disassembly with relocations) of OBJ."""
     tool = f"{arch.cross_compile}objdump" if arch.cross_compile else "objdump"
-    return run([tool, "-dr", "--no-show-raw-insn", "-w", str(obj)], capture=True).stdout
+    args = list(what) or ["-dr", "--no-show-raw-insn", "-w"]
+    return run([tool, *args, str(obj)], capture=True).stdout
 
 
 def _arch(name: str) -> buildmod.Arch:
@@ -151,6 +215,25 @@ def _arch(name: str) -> buildmod.Arch:
                                configs={"lab": ["lab"], "probe": ["lab", "probe"]})
 
 
+# ppc64le reaches static data through section anchors, an offset in the
+# instruction that moves with the tests' data; without them each static
+# has a relocation of its own, as on x86_64.
+EXTRA_CFLAGS = {"ppc64le": ["KCFLAGS=-fno-section-anchors"]}
+
+
+def check_option(config_text: str, option: str) -> List[str]:
+    """What is wrong with a build's .config for the comparison: KUNIT=y
+    both times, the test option as OPTION says."""
+    cfg = buildmod.parse_config(config_text)
+    want = "y" if option == "on" else "n"
+    problems = []
+    if cfg.get("CONFIG_KUNIT", "n") != "y":
+        problems.append("CONFIG_KUNIT is not y")
+    if cfg.get(KUNIT_OPTION, "n") != want:
+        problems.append(f"{KUNIT_OPTION} is not {want}")
+    return problems
+
+
 def run_arch(tree: Tree, commit: str, name: str) -> Comparison:
     arch = _arch(name)
     log = log_dir() / f"objdiff-{name}.log"
@@ -161,12 +244,18 @@ def run_arch(tree: Tree, commit: str, name: str) -> Comparison:
         tree.checkout(commit)
         say(f"  {name}: {OBJECT} with the option {option} ({config} config) in {bdir}")
         buildmod.prepare(tree, bdir, config, arch, log)
-        buildmod.compile_objects(tree, bdir, [OBJECT], arch, log, w1=False)
+        wrong = check_option((bdir / ".config").read_text(), option)
+        if wrong:
+            raise LabError(f"{bdir}/.config: {'; '.join(wrong)}: nothing to compare")
+        buildmod.compile_objects(tree, bdir, [OBJECT], arch, log, w1=False,
+                                 extra=EXTRA_CFLAGS.get(name, []))
         text = _objdump(arch, bdir / OBJECT)
+        syms = symbols(_objdump(arch, bdir / OBJECT, "-t"))
+        syms.update(toc_entries(_objdump(arch, bdir / OBJECT, "-r", "-j", ".toc")))
         out = out_dir() / f"fair-{name}-{option}.dis"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
-        code[option] = split_functions(text)
+        code[option] = split_functions(text, syms)
     return compare(name, code["off"], code["on"])
 
 
