@@ -1,11 +1,13 @@
 """The deliberate breaks: records, their edit, the verdict."""
 
 import re
+import subprocess
 
 import pytest
 
 from schedlab import breaks
 from schedlab.series import patches_dir, read_series
+from schedlab.source import Tree
 from schedlab.util import LabError
 
 
@@ -38,10 +40,35 @@ def test_apply_needs_the_text_exactly_once():
     assert breaks.apply("a; a;", b) is None
 
 
-def test_a_break_is_caught_only_by_a_failed_test():
-    assert breaks.verdict(failed=1, passed=40) == "caught"
-    assert breaks.verdict(failed=0, passed=40) == "MISSED"
-    assert breaks.verdict(failed=0, passed=0) == "no result"
+def test_a_break_is_caught_only_by_a_failed_assertion():
+    assert breaks.verdict(failed=1, crashed=0, passed=40) == "caught"
+    assert breaks.verdict(failed=2, crashed=1, passed=40) == "caught"
+    assert breaks.verdict(failed=1, crashed=1, passed=40) == "crashed"
+    assert breaks.verdict(failed=0, crashed=0, passed=40) == "MISSED"
+    assert breaks.verdict(failed=0, crashed=0, passed=0) == "no result"
+
+
+def test_a_break_commit_leaves_the_work_tree_alone(tmp_path):
+    repo = tmp_path / "tree"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "kernel").mkdir()
+    (repo / "kernel" / "f.c").write_text("int a;\nint b;\n")
+    for cmd in (["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t.t", "commit", "-qm",
+                                "base"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    tree = Tree(key="t", path=repo, base=head, description="t")
+    b = breaks.Break("b-to-c", "b is c", "int b;", "int c;", path="kernel/f.c")
+    commit = breaks.break_commit(tree, head, b)
+    shown = subprocess.run(["git", "-C", str(repo), "show", f"{commit}:kernel/f.c"],
+                           check=True, capture_output=True, text=True).stdout
+    assert shown == "int a;\nint c;\n"
+    assert (repo / "kernel" / "f.c").read_text() == "int a;\nint b;\n"
+    assert subprocess.run(["git", "-C", str(repo), "status", "--porcelain"], check=True,
+                          capture_output=True, text=True).stdout == ""
+    stale = breaks.Break("gone", "x", "int z;", "int y;", path="kernel/f.c")
+    assert breaks.break_commit(tree, head, stale) is None
 
 
 def test_unknown_names_are_refused():

@@ -2,15 +2,19 @@
 
 A break is one edit of a file of the patched tree (a text that must occur
 exactly once, and its replacement) and the KUnit tests it is for.  run()
-commits each break on a detached head, builds it in a folder of its own
-and boots the tests on the default topology; a break is caught when at
-least one test fails.  A break whose text is not in the tree is stale (the
+first boots those tests on the unbroken series (they must pass), then
+commits each break beside the series (never in the work tree), builds it
+in a folder of its own and boots its tests on the default topology; a
+break is caught when at least one test fails on an assertion.  A break whose text is not in the tree is stale (the
 code it broke has changed): that fails too, so the list follows the code.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from . import build as buildmod
@@ -19,6 +23,7 @@ from . import topology as topomod
 from .series import ensure_variant
 from .source import Tree
 from .util import LabError, git, say
+from .util import run as run_cmd
 
 FAIR = "kernel/sched/fair.c"
 SWB = "sched_fair_lb.swb*"
@@ -108,7 +113,7 @@ def apply(text: str, b: Break) -> Optional[str]:
 @dataclass
 class Outcome:
     name: str
-    verdict: str            # caught, MISSED, stale, no result
+    verdict: str            # caught, MISSED, crashed, no result, stale, error
     detail: str = ""
 
     @property
@@ -116,46 +121,85 @@ class Outcome:
         return self.verdict == "caught"
 
 
-def verdict(failed: int, passed: int) -> str:
-    """A break is caught when a test failed; a boot that ran no test tells nothing."""
-    if failed:
+def verdict(failed: int, crashed: int, passed: int) -> str:
+    """A break is caught when a test failed on an assertion; a crash or a
+    boot that ran no test tells nothing about the tests."""
+    if failed > crashed:
         return "caught"
+    if crashed:
+        return "crashed"
     return "MISSED" if passed else "no result"
 
 
 def run(tree: Tree, names: Sequence[str] = (), timeout: float = 900) -> Tuple[str, bool]:
+    """Every break named (all for none), after the tests they are for pass
+    on the unbroken series: the report and the verdict."""
     todo = get(names)
     patched = ensure_variant(tree, "patched")
     topo = topomod.parse_topology(kunit.DEFAULT_TOPOLOGY)
+    globs = sorted({b.tests for b in todo})
+    say(f"==> the unbroken series: {', '.join(globs)} must pass")
+    image = buildmod.build(tree, VARIANT, patched, "lab").image
+    for glob in globs:
+        res = kunit.run_kunit(tree.path, image, topo, kunit.DEFAULT_ONLINE, filter_glob=glob,
+                              timeout=timeout, log_tag="-break-none")
+        if res.failed or not res.passed:
+            return (f"the unbroken series: {res.failed} failed, {res.passed} passed in {glob} "
+                    f"(console: {res.log}); a break cannot be told from that"), False
     outcomes: List[Outcome] = []
     try:
         for b in todo:
             outcomes.append(_one(tree, patched, b, topo, timeout))
+            say(f"<== break {b.name}: {_line(outcomes[-1]).strip()}")
     finally:
-        tree.checkout(patched)
-    lines = [f"  {o.verdict:9} {o.name}" + (f": {o.detail}" if o.detail else "")
-             for o in outcomes]
+        with tree.locked("breaks: back to the series"):
+            tree.checkout(patched)
+    lines = [_line(o) for o in outcomes]
     caught = sum(o.ok for o in outcomes)
     lines.append(f"breaks: {caught} of {len(outcomes)} caught")
     return "\n".join(lines), caught == len(outcomes)
 
 
+def _line(o: Outcome) -> str:
+    return f"  {o.verdict:9} {o.name}" + (f": {o.detail}" if o.detail else "")
+
+
+def break_commit(tree: Tree, patched: str, b: Break) -> Optional[str]:
+    """A commit on PATCHED with the break made, written without the work
+    tree (a scratch index); None when the break is stale."""
+    gitc = ["git", "-C", str(tree.path)]
+    text = run_cmd(gitc + ["show", f"{patched}:{b.path}"], capture=True).stdout
+    broken = apply(text, b)
+    if broken is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"),
+                   GIT_AUTHOR_NAME="schedlab", GIT_AUTHOR_EMAIL="schedlab@localhost",
+                   GIT_COMMITTER_NAME="schedlab", GIT_COMMITTER_EMAIL="schedlab@localhost")
+        blob = run_cmd(gitc + ["hash-object", "-w", "--stdin"], capture=True,
+                       input=broken).stdout.strip()
+        run_cmd(gitc + ["read-tree", patched], env=env, capture=True)
+        mode = git(tree.path, "ls-tree", patched, "--", b.path).split()[0]
+        run_cmd(gitc + ["update-index", "--cacheinfo", f"{mode},{blob},{b.path}"], env=env,
+                capture=True)
+        tree_id = run_cmd(gitc + ["write-tree"], env=env, capture=True).stdout.strip()
+        return run_cmd(gitc + ["commit-tree", tree_id, "-p", patched], env=env,
+                       capture=True, input=f"break {b.name}\n").stdout.strip()
+
+
 def _one(tree: Tree, patched: str, b: Break, topo: topomod.Topology,
          timeout: float) -> Outcome:
     say(f"==> break {b.name}: {b.what}")
-    with tree.locked(f"break {b.name}"):
-        tree.checkout(patched)
-        path = tree.path / b.path
-        broken = apply(path.read_text(), b)
-        if broken is None:
-            return Outcome(b.name, "stale", f"its text is not once in {b.path}")
-        path.write_text(broken)
-        git(tree.path, "-c", "user.name=schedlab", "-c", "user.email=schedlab@localhost",
-            "commit", "-q", "-am", f"break {b.name}")
-        commit = git(tree.path, "rev-parse", "HEAD")
-    image = buildmod.build(tree, VARIANT, commit, "lab").image
-    res = kunit.run_kunit(tree.path, image, topo, kunit.DEFAULT_ONLINE, filter_glob=b.tests,
-                          timeout=timeout, log_tag=f"-break-{b.name}")
+    commit = break_commit(tree, patched, b)
+    if commit is None:
+        return Outcome(b.name, "stale", f"its text is not once in {b.path}")
+    try:
+        image = buildmod.build(tree, VARIANT, commit, "lab").image
+        res = kunit.run_kunit(tree.path, image, topo, kunit.DEFAULT_ONLINE,
+                              filter_glob=b.tests, timeout=timeout,
+                              log_tag=f"-break-{b.name}")
+    except LabError as e:
+        return Outcome(b.name, "error", str(e).splitlines()[0])
     failing = [name for name, status in res.results if status not in ("PASS", "SKIP")]
-    return Outcome(b.name, verdict(res.failed, res.passed),
+    return Outcome(b.name, verdict(res.failed, res.crashed, res.passed),
                    f"{res.failed} failed ({', '.join(failing[:3])}), {res.passed} passed")

@@ -272,6 +272,14 @@ def add_vm(sub: Sub) -> None:
 
 
 def cmd_kunit(args: argparse.Namespace) -> int:
+    if args.breaks is not None:
+        others = [flag for flag, given in (
+            ("--arch", args.arch), ("--topology", args.topology != kunit.DEFAULT_TOPOLOGY),
+            ("--online", args.online is not None), ("--filter", args.filter),
+            ("--reference", args.reference), ("--kunit-py", args.kunit_py)) if given]
+        if others:
+            raise LabError(f"--breaks boots each break's own tests on {kunit.DEFAULT_TOPOLOGY} "
+                           f"(x86_64): not with {', '.join(others)}")
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.breaks is not None:
