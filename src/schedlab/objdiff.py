@@ -251,7 +251,8 @@ def run_arch(tree: Tree, commit: str, name: str) -> Comparison:
                                  extra=EXTRA_CFLAGS.get(name, []))
         text = _objdump(arch, bdir / OBJECT)
         syms = symbols(_objdump(arch, bdir / OBJECT, "-t"))
-        syms.update(toc_entries(_objdump(arch, bdir / OBJECT, "-r", "-j", ".toc")))
+        if name == "ppc64le":
+            syms.update(toc_entries(_objdump(arch, bdir / OBJECT, "-r", "-j", ".toc")))
         out = out_dir() / f"fair-{name}-{option}.dis"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
