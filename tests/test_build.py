@@ -53,7 +53,7 @@ def test_lab_and_probe_differ_in_the_kunit_option_alone():
     probe = b.merge_fragments([f.read_text() for f in b.config_fragments("probe", arch)])
     assert lab["CONFIG_DEBUG_INFO_BTF"] == probe["CONFIG_DEBUG_INFO_BTF"] == "y"
     diff = {k for k in set(lab) | set(probe) if lab.get(k) != probe.get(k)}
-    assert diff == {"CONFIG_SCHED_FAIR_KUNIT_TEST"}
+    assert diff == {"CONFIG_SCHED_FAIR_LB_KUNIT_TEST"}
 
 
 def test_icount_is_the_probe_config_with_jump_label():
@@ -76,7 +76,7 @@ def test_ppc64le_lab_is_the_initramfs_guest():
     assert frags == ["ppc64le.config", "lab.config"]
     merged = b.merge_fragments([(b.CONFIG_DIR / n).read_text() for n in frags])
     for sym in ("BLK_DEV_INITRD", "DEVTMPFS", "HVC_CONSOLE", "SCHED_SMT", "NUMA",
-                "DEBUG_FS", "SCHED_FAIR_KUNIT_TEST"):
+                "DEBUG_FS", "SCHED_FAIR_LB_KUNIT_TEST"):
         assert merged.get("CONFIG_" + sym) == "y", sym
     assert "CONFIG_DEBUG_INFO_BTF" not in merged
     assert [f.name for f in b.config_fragments("debug", arch)][-1] == "debug.config"

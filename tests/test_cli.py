@@ -141,6 +141,11 @@ BAD_INPUT = [
     (["hw", "--lb-share", "--c2c"], "a pass of its own: without --c2c"),
     (["hw", "--lb-share", "--switch-proof"], "without --switch-proof"),
     (["hw", "--lb-share", "--arm", "nope"], "unknown arm"),
+    (["series", "objdiff", "--start", "base"], "--start REV and --end REV together"),
+    (["series", "check", "--end", "posted~3"], "--start and --end are for export, objdiff"),
+    (["series", "matrix", "--start", "base"], "no --start"),
+    (["series", "apply", "--lab"], "--lab is for 'series export'"),
+    (["series", "export", "--lab", "--kit"], "one of --lab, --measure, --kit"),
 ]
 
 

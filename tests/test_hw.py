@@ -407,18 +407,19 @@ def test_the_kit_builds_on_the_whole_series_and_the_measurement_series():
 def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
     from schedlab import kit
     def fn(name, body):
-        return f"static int {name}(struct lb_env *env)\n{{\n\t{body}\n}}\n"
-    originals = [fn("should_we_balance", "return 0;"), fn("should_we_balance", "return 1;")]
-    good = "x\n" + fn("should_we_balance_s0", "return 0;") + fn("should_we_balance_s1",
-                                                                  "return 1;")
-    assert kit.function_text(good, "should_we_balance_s1") == fn("should_we_balance_s1",
-                                                                  "return 1;")
+        return (f"static __always_inline int\n{name}(struct lb_env *env, struct cpumask *m)\n"
+                f"{{\n\t{body}\n}}\n")
+    originals = [fn("__should_we_balance", "return 0;"), fn("__should_we_balance", "return 1;")]
+    good = "x\n" + fn("__should_we_balance_s0", "return 0;") + \
+        fn("__should_we_balance_s1", "return 1;")
+    assert kit.function_text(good, "__should_we_balance_s1") == \
+        fn("__should_we_balance_s1", "return 1;")
     assert kit.compare(good, originals) == []
     stale = good.replace("return 1;", "return 2;")
     assert "state 1" in kit.compare(stale, originals)[0]
-    assert "no should_we_balance_s1()" in kit.compare(good.split("static int should_we_balance_s1")[0],
-                                                      originals)[0]
-    extra = good + fn("should_we_balance_s2", "return 2;")
+    cut = good.split("static __always_inline int\n__should_we_balance_s1")[0]
+    assert "no __should_we_balance_s1()" in kit.compare(cut, originals)[0]
+    extra = good + fn("__should_we_balance_s2", "return 2;")
     assert "a state 2" in kit.compare(extra, originals)[0]
 
 

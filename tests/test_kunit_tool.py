@@ -20,7 +20,7 @@ def report(cases, param_cases=None):
 def test_command_is_the_readme_one():
     cmd = kt.command(Path("/b"), Path("/r.json"), 3, cc="ccache gcc")
     assert cmd[:4] == ["./tools/testing/kunit/kunit.py", "run", "--kunitconfig=kernel/sched",
-                       "--qemu_config=kernel/sched/tests/kunit_qemu_x86_64.py"]
+                       "--arch=x86_64-smt8"]
     assert "--make_options=CC=ccache gcc" in cmd and "--build_dir=/b" in cmd
 
 

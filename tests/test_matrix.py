@@ -30,7 +30,7 @@ def test_cell_table_is_sane():
         for sym, val in cell.requests:
             assert asked.setdefault(sym, val) == val, (cell.name, sym)
     default = {c.name for c in matrix.cells_for("default")}
-    assert default == {"all-tests-leaves-option-off", "fgs-no-cfs-bandwidth+all-tests"}
+    assert default == {"all-tests-turns-option-on", "fgs-no-cfs-bandwidth+all-tests"}
     assert len(matrix.cells_for("full")) == len(matrix.CELLS)
     assert set(matrix.BISECT_CELLS) <= set(matrix.CELLS) and matrix.SPARSE_CELL in matrix.CELLS
     for name in names:
@@ -68,10 +68,10 @@ def test_the_cells_ask_what_the_plan_says():
         assert all_cell[sym] == "y", sym
     fgs = dict(matrix.CELLS["fgs-no-cfs-bandwidth+all-tests"].requests)
     assert fgs["CFS_BANDWIDTH"] == "n" and fgs["KUNIT_ALL_TESTS"] == "y"
-    assert fgs["FAIR_GROUP_SCHED"] == fgs[matrix.TEST_OPTION] == "y"
-    off = matrix.CELLS["all-tests-leaves-option-off"]
-    assert matrix.TEST_OPTION not in dict(off.requests)
-    assert (matrix.TEST_OPTION, "n") in off.expect
+    assert fgs["FAIR_GROUP_SCHED"] == "y" and matrix.TEST_OPTION not in fgs
+    on = matrix.CELLS["all-tests-turns-option-on"]
+    assert matrix.TEST_OPTION not in dict(on.requests)
+    assert (matrix.TEST_OPTION, "y") in matrix.TEST_EXPECT[on.test]
     assert dict(matrix.CELLS["no-numa"].requests).get("NUMA_BALANCING") is None
     assert dict(matrix.CELLS["no-fair-group-sched"].requests).get("SCHED_AUTOGROUP") is None
     rt = dict(matrix.CELLS["rt"].requests)
@@ -122,13 +122,13 @@ def test_a_request_kconfig_dropped_fails_naming_the_symbol():
 
 
 def test_an_expectation_not_met_fails():
-    cell = matrix.CELLS["all-tests-leaves-option-off"]
+    cell = matrix.CELLS["all-tests-turns-option-on"]
     text = ("CONFIG_64BIT=y\nCONFIG_SMP=y\nCONFIG_KUNIT=y\nCONFIG_KUNIT_ALL_TESTS=y\n"
-            "# CONFIG_SCHED_FAIR_KUNIT_TEST is not set\n")
+            "CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y\n")
     assert matrix.check_config(cell, buildmod.parse_config(text)) == []
-    on = buildmod.parse_config(text.replace("# CONFIG_SCHED_FAIR_KUNIT_TEST is not set",
-                                            "CONFIG_SCHED_FAIR_KUNIT_TEST=y"))
-    assert matrix.check_config(cell, on) == ["CONFIG_SCHED_FAIR_KUNIT_TEST=n expected, got y"]
+    off = buildmod.parse_config(text.replace("CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y",
+                                             "# CONFIG_SCHED_FAIR_LB_KUNIT_TEST is not set"))
+    assert matrix.check_config(cell, off) == ["CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y expected, got n"]
     # The arch's expectation: tinyconfig without ARCH=x86_64 is 32-bit.
     assert matrix.check_config(matrix.CELLS["tiny"], {}) == ["CONFIG_64BIT=y expected, got n"]
 
@@ -138,7 +138,7 @@ def test_config_args_follow_the_requests_in_order():
     assert cell.config_args() == [
         "--enable", "SMP", "--enable", "CGROUPS", "--enable", "CGROUP_SCHED",
         "--enable", "FAIR_GROUP_SCHED", "--disable", "CFS_BANDWIDTH", "--enable", "KUNIT",
-        "--enable", "KUNIT_ALL_TESTS", "--enable", "SCHED_FAIR_KUNIT_TEST"]
+        "--enable", "KUNIT_ALL_TESTS"]
 
 
 def test_first_errors_prefer_the_linkers_lines():
@@ -219,6 +219,9 @@ class FakeTree:
     def checkout(self, commit):
         self.head = commit
 
+    def commit_of(self, variant):
+        return None
+
     @contextmanager
     def locked(self, what):
         assert self.locks == 0, "the tree's lock taken twice"
@@ -263,6 +266,8 @@ def lab(tmp_path, monkeypatch):
             elif target == "olddefconfig":
                 values = buildmod.parse_config(cfg.read_text())
                 values["CONFIG_NO_HZ_COMMON"] = values.get("CONFIG_NO_HZ_IDLE", "n")  # select
+                if values.get("CONFIG_KUNIT_ALL_TESTS") == "y":      # the option's default
+                    values.setdefault("CONFIG_" + matrix.TEST_OPTION, "y")
                 values.update(state["kconfig"])
                 _write_config(cfg, values)
             elif target == "vmlinux" and what.split(":")[0] in state["link_fails"]:
@@ -296,6 +301,7 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(buildmod, "run_make", fake_make)
     monkeypatch.setattr(matrix, "run_cmd", fake_scripts_config)
     monkeypatch.setattr(matrix, "git", fake_git)
+    monkeypatch.setattr(matrix.series, "git", fake_git)
     monkeypatch.setattr(matrix.series, "ensure_variant", lambda t, variant: TIP)
     monkeypatch.setattr(buildmod, "known_symbols",
                         lambda path, syms: {s for s in syms if s != "CONFIG_" +
@@ -329,7 +335,7 @@ def test_default_tier_runs_the_four_steps_per_cell_in_one_folder(lab, capsys):
         if cell.link:
             expected += [("vmlinux", "matrix-x86_64", "x86_64", "d")]
     assert steps == expected
-    assert not matrix.CELLS["all-tests-leaves-option-off"].link   # the config alone
+    assert not matrix.CELLS["all-tests-turns-option-on"].link   # the config alone
     assert events[0] == ("lock", "series matrix") and events[-1] == ("unlock", "series matrix")
     for cell in cells:
         assert (Path(os.environ["SCHEDLAB_WORK"]) / "logs" / f"matrix-{cell.name}.log").is_file()
@@ -446,7 +452,7 @@ def test_sparse_diff_at_the_base_skips_symbols_the_base_lacks(lab):
     result = matrix.sparse_diff(tree, BASE, TIP)
     # the tip's config check is strict: the option must be there
     assert result.outcome == "failed" and result.kind == "sparse"
-    assert result.problem.startswith("the tip's config: CONFIG_SCHED_FAIR_KUNIT_TEST=y "
+    assert result.problem.startswith("the tip's config: CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y "
                                      "requested, got n")
 
 

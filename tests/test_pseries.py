@@ -128,11 +128,11 @@ def test_check_view_uses_the_arch_levels():
 def test_kunit_tool_command_powerpc():
     cmd = kt.command(Path("/b"), Path("/j.json"), 3, "ccache powerpc64le-linux-gnu-gcc",
                      arch="ppc64le")
-    assert "--qemu_config=kernel/sched/tests/kunit_qemu_powerpc.py" in cmd
+    assert "--arch=powerpc-smt8" in cmd
     assert "--cross_compile=powerpc64le-linux-gnu-" in cmd
     assert "--make_options=CC=ccache powerpc64le-linux-gnu-gcc" in cmd
     x86 = kt.command(Path("/b"), Path("/j.json"), 3)
-    assert "--qemu_config=kernel/sched/tests/kunit_qemu_x86_64.py" in x86
+    assert "--arch=x86_64-smt8" in x86
     assert not any(a.startswith("--cross_compile") for a in x86)
 
 

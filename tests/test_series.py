@@ -152,26 +152,58 @@ def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
     assert s.cut_notes(again) == note
 
 
-def test_export_writes_no_base_commit(tmp_path, monkeypatch):
-    # The base is the lab's own import of Debian's tree: no one else has it.
+def _repo(tmp_path, monkeypatch, subjects):
+    """A checkout with an empty patches/series and a kernel tree whose base
+    commit has one commit a subject on top, each changing f.c."""
     from schedlab.source import Tree
-    lab = tmp_path / "lab"
-    (lab / "patches").mkdir(parents=True)
+    lab = tmp_path / "checkout"
+    (lab / "patches" / "lab").mkdir(parents=True)
     (lab / "patches" / "series").write_text("")
     monkeypatch.setenv("SCHEDLAB_REPO", str(lab))
     repo = tmp_path / "linux"
     repo.mkdir()
     _git(repo, "init", "-q")
-    (repo / "f.c").write_text("one\n")
+    (repo / "f.c").write_text("base\n")
     _git(repo, "add", "f.c")
     _git(repo, "commit", "-q", "-m", "base")
     base = _git(repo, "rev-parse", "HEAD").strip()
-    (repo / "f.c").write_text("two\n")
-    _git(repo, "commit", "-q", "-am", "sched/fair: Change f\n\nWhy.")
-    tree = Tree(key="t", path=repo, base=base, description="t")
+    for n, subject in enumerate(subjects):
+        (repo / "f.c").write_text(f"{n}\n")
+        _git(repo, "commit", "-q", "-am", subject)
+    return Tree(key="t", path=repo, base=base, description="t"), lab
+
+
+def test_export_writes_no_base_commit(tmp_path, monkeypatch):
+    # The base is the lab's own import of Debian's tree: no one else has it.
+    tree, _ = _repo(tmp_path, monkeypatch, ["sched/fair: Change f\n\nWhy."])
     for cover in (True, False):
         folder = tmp_path / f"out-{cover}"
-        s.export(tree, base, "HEAD", folder, cover=cover)
+        s.export(tree, tree.base, "HEAD", folder, cover=cover)
         written = sorted(folder.glob("*.patch"))
         assert len(written) == (2 if cover else 1)
         assert not any("base-commit:" in p.read_text() for p in written)
+
+
+def _lab_repo(tmp_path, monkeypatch):
+    """A series commit, then a lab commit whose patch is in patches/lab/."""
+    tree, lab = _repo(tmp_path, monkeypatch,
+                      ["sched/fair: Change f", "sched/fair: The lab's checks"])
+    s.export(tree, "HEAD~1", "HEAD", lab / "patches" / "lab", cover=False)
+    return tree
+
+
+def test_a_plain_export_knows_the_lab_commits(tmp_path, monkeypatch):
+    tree = _lab_repo(tmp_path, monkeypatch)
+    lab_in = s.lab_commits_in(tree, tree.base, "HEAD")
+    assert lab_in == [_git(tree.path, "rev-parse", "HEAD").strip()]
+    assert s.lab_commits_in(tree, tree.base, "HEAD~1") == []
+
+
+def test_revisions_by_name(tmp_path, monkeypatch):
+    tree = _lab_repo(tmp_path, monkeypatch)
+    assert s.resolve_rev(tree, "base") == tree.base
+    assert s.resolve_rev(tree, "HEAD~1") == _git(tree.path, "rev-parse", "HEAD~1").strip()
+    tree.set_ref("topic-x", _git(tree.path, "rev-parse", "HEAD").strip())
+    assert s.resolve_rev(tree, "topic-x~1") == _git(tree.path, "rev-parse", "HEAD~1").strip()
+    with pytest.raises(LabError, match="no commit 'nope'"):
+        s.resolve_rev(tree, "nope")

@@ -92,7 +92,7 @@ diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
 @@ -61,6 +61,10 @@
  #include "autogroup.h"
  
-+#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#ifdef CONFIG_SCHED_FAIR_LB_KUNIT_TEST
 +#include "tests/fair_kunit_seams.h"
 +#endif
 +
@@ -100,7 +100,7 @@ diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
 @@ -100,3 +104,7 @@
  }
 +
-+#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST
++#ifdef CONFIG_SCHED_FAIR_LB_KUNIT_TEST
 +#include "tests/fair_kunit.c"
 +#endif
 """
@@ -113,7 +113,7 @@ def test_test_hooks_only_accepts_guarded_additions():
 @pytest.mark.parametrize("change", [
     ("+#endif\n", "+#endif\n+static int x;\n"),                  # code outside a block
     (" #include \"autogroup.h\"\n", "-#include \"autogroup.h\"\n"),  # a removal
-    ("+#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST\n", "+#ifdef CONFIG_OTHER\n"),  # other option
+    ("+#ifdef CONFIG_SCHED_FAIR_LB_KUNIT_TEST\n", "+#ifdef CONFIG_OTHER\n"),  # other option
     ("+#include \"tests/fair_kunit.c\"\n+#endif\n", "+#include \"tests/fair_kunit.c\"\n"),
 ])
 def test_test_hooks_only_rejects(change):

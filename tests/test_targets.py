@@ -24,7 +24,7 @@ def test_every_target_record_is_complete(arch):
     assert bool(target.cpu_kvm) == target.has_kvm
     assert target.guest in targets.GUEST_KINDS and target.guest in guests.GUESTS
     assert target.console and target.qemu.startswith("qemu-system-")
-    assert target.kunit_qemu_config == f"kernel/sched/tests/kunit_qemu_{target.kunit_arch}.py"
+    assert target.kunit_qemu_arch == f"{target.kunit_arch}-smt8"
     # Only the default target's files go without a suffix.
     assert (target.log_suffix == "") == (arch == targets.DEFAULT_TARGET)
 

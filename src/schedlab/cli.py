@@ -172,7 +172,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_series(args: argparse.Namespace) -> int:
     return series_cmd.command(args.action, tree_spec(args).resolve, measure=args.measure,
-                              kit=args.kit,
+                              kit=args.kit, lab=args.lab,
                           start=args.start, end=args.end, reroll=args.reroll_count,
                           onto=args.onto, kernel=args.kernel, ppc=not args.no_ppc,
                           full=args.full, cells=args.cells, topic=args.topic,
@@ -183,24 +183,36 @@ def add_series(sub: Sub) -> None:
     s = command(sub, "series", cmd_series, "apply, export, rebase, check the series; "
                 "build it in the config matrix", """
 ./schedlab series check                    # checkpatch, per-patch builds, W=1, ppc64le
-./schedlab series export -v 9              # the lab tree's commits back into patches/
-./schedlab series apply --kernel ~/tip     # the series onto your tree (branch schedlab/*)
+./schedlab series apply --kernel ~/tip     # the series and patches/lab/ onto your tree (a worktree)
+./schedlab series export --end HEAD~1      # after apply and edits: the series back (HEAD: patches/lab/)
 ./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end v8-tip   # 0-day's cell
 ./schedlab series topics                   # each topic applies alone on the KUnit series
 ./schedlab series objdiff                  # fair.o's production code, KUnit option on = off?
+./schedlab series objdiff --start base --end posted~9  # what patch 1 changes in fair.o (report)
 ./schedlab series mail --topic wake --out /tmp/wake --from "Your Name <you@your.domain>"
                                            # one topic signed off by you, for git send-email""")
     add_tree_opts(s)
     s.add_argument("action", choices=["list", "apply", "export", "rebase", "check", "matrix",
                                       "topics", "mail", "objdiff"])
     s.add_argument("--measure", action="store_true",
-                   help="apply: with the measurement series; export: into patches/measure/")
+                   help="apply: with the measurement series (apply always takes the series "
+                        "and patches/lab/); export: into patches/measure/")
     s.add_argument("--kit", action="store_true",
                    help="apply: with the measurement series and the kit's switches; export: "
                         "into patches/kit/ (commits after the measurement series)")
-    s.add_argument("--start", metavar="REV", help="export: first commit excluded (default base)")
-    s.add_argument("--end", metavar="REV", help="export: last commit (default HEAD); "
-                   "matrix: the commit built (default the series tip)")
+    s.add_argument("--lab", action="store_true",
+                   help="export: into patches/lab/, the lab's KUnit checks of the RFC topics "
+                        "(commits after the series, never posted)")
+    s.add_argument("--start", metavar="REV",
+                   help="export: first commit excluded (default the base; with --lab the "
+                        "series' tip, with --measure patched, with --kit patched+measure); "
+                        "objdiff: with --end, a report of what differs in fair.o from REV to "
+                        "--end (x86_64, the icount config: JUMP_LABEL=y). REV: a commit, "
+                        "'base', 'posted' (the series), 'patched' (with patches/lab/), each "
+                        "with an optional ~N")
+    s.add_argument("--end", metavar="REV", help="export: last commit (default HEAD; a range "
+                   "with the lab's commits is refused); matrix: the commit built (default "
+                   "the series tip); objdiff: see --start")
     s.add_argument("--reroll-count", "-v", type=positive_int, metavar="N",
                    help="export, mail: version N of the series ([PATCH vN m/n] subjects; "
                         "default: no version)")

@@ -164,7 +164,8 @@ def add_build_opts(p: argparse.ArgumentParser, measure: bool = True,
                    commands: bool = False) -> None:
     g = p.add_argument_group("build")
     g.add_argument("--variant", default=None, choices=VARIANTS,
-                   help="base, or patched (the whole series; the default)")
+                   help="base, or patched (the whole series and the lab's checks of "
+                        "its RFC topics, patches/lab/; the default)")
     g.add_argument("--topic", type=topic_step_arg, metavar="NAME[@K]",
                    help="instead of a variant: the base plus the KUnit series and topic "
                         "NAME of patches/topics, as it is mailed (kunit: the KUnit series "

@@ -44,9 +44,9 @@ class KernelNeed:
 KERNEL_NEEDS = (
     KernelNeed("knob", "swb_state", "the kit's switches (patches/kit/: './schedlab build "
                "--host-config' applies them)"),
-    KernelNeed("knob", "newidle_cost_pct", "patch 7 (newidle topic)"),
-    KernelNeed("feature", "SIS_GROUP_IDLE", "patch 8 (wake topic)"),
-    KernelNeed("feature", "SG_STATS_REUSE", "patch 9 (lbstats topic)"),
+    KernelNeed("knob", "newidle_cost_pct", "patch 8 (newidle topic)"),
+    KernelNeed("feature", "SIS_GROUP_IDLE", "patch 9 (wake topic)"),
+    KernelNeed("feature", "SG_STATS_REUSE", "patch 10 (lbstats topic)"),
 )
 
 # Config options the kit's probes and switches need: name -> why.
@@ -101,7 +101,7 @@ class Arm:
 
 # Interleaved in this order, round after round: the reference, its repeat,
 # the should_we_balance() topic's states before the series' (the kit's
-# swb_state: each patch's function, patches/kit/), then patches 7-9's knobs.
+# swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
 ARMS = (
     Arm("series", "the series, every experimental feature off: the reference",
         before="swb-one-core"),
@@ -114,11 +114,11 @@ ARMS = (
         "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
     Arm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
         "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
-    Arm("newidle-400", "patch 7: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
+    Arm("newidle-400", "patch 8: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
         "newidle_cost_pct"),
-    Arm("wake-tg", "patch 8: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
+    Arm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
         "SIS_GROUP_IDLE"),
-    Arm("lbstats", "patch 9: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
+    Arm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
         "SG_STATS_REUSE"),
 )
 
@@ -163,7 +163,7 @@ class Pass:
 
 MAIN = Pass("main", PROBES, PREFIX)
 # `hw --lb-share`: how close in time the busy balances of a level come on
-# this machine, which decides what SG_STATS_REUSE can save (patch 9's
+# this machine, which decides what SG_STATS_REUSE can save (patch 10's
 # changelog leaves it to hardware).  A pass of its own: its probe on
 # should_we_balance() would add to the time funclatency measures there.  The
 # loads where every CPU is busy, and one with idle time.
@@ -172,7 +172,7 @@ SHARE = Pass("lb-share", "lb-share,lb-time", "hw-share", ("series", "lbstats"),
              "This is the kit's `--lb-share` pass. It records every busy balance above the "
              "lowest sched domain level (CPU, level, last_balance, busy interval, time). It "
              "then replays "
-             "them under SG_STATS_REUSE's rule (patch 9): a busy balance leaves the sums of "
+             "them under SG_STATS_REUSE's rule (patch 10): a busy balance leaves the sums of "
              "the groups it read, and another busy balance of the level takes them within "
              "1/64 of its busy interval. `group reads sums could serve (LEVEL)` is the share "
              "of those balances' per-CPU reads the sums could have served. Moves are not "

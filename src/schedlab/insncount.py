@@ -62,7 +62,7 @@ PARTS = (
          block=r"for_each_cpu_and\(i, sched_group_span\(group\), env->cpus\)",
          per=r"struct rq \*rq = cpu_rq\(i\);"),
     # The same in the instance of update_sd_lb_stats() with the reuse
-    # (patch 7), which only busy balances of levels with sums run.
+    # (the lbstats patch), which only busy balances of levels with sums run.
     Part("group statistics, reuse instance", ("update_sg_lb_stats",),
          per=r"local_group = group == sds->local;", within="update_sd_lb_stats_reuse"),
     Part("per-CPU read, reuse instance", ("update_sg_lb_stats",),

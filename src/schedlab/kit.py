@@ -1,11 +1,12 @@
 """The hardware kit's switches (patches/kit/): are the copies the patches?
 
-The kit's patch keeps should_we_balance() as each patch of the swb topic
-leaves it, one function per state (should_we_balance_s0() for the code
-before the topic, then one per patch), chosen at run time through
+The kit's patch keeps __should_we_balance(), the election that
+should_we_balance() inlines, as each patch of the swb topic leaves it, one
+function per state (__should_we_balance_s0() for the code before the topic,
+then one per patch), chosen at run time through
 /sys/kernel/debug/sched/swb_state.  A state measures a patch only if its
 copy is that patch's function, so `series check` compares each copy, name
-aside, with should_we_balance() in fair.c at the commit of that patch.
+aside, with __should_we_balance() in fair.c at the commit of that patch.
 When a patch of the topic changes, the check fails until the kit's patch
 is made again from the new commits.
 """
@@ -20,14 +21,15 @@ from .source import Tree
 from .util import LabError, git
 
 TOPIC = "swb"
-FUNCTION = "should_we_balance"
+FUNCTION = "__should_we_balance"
 FAIR = "kernel/sched/fair.c"
 
 
 def function_text(src: str, name: str) -> Optional[str]:
-    """The definition of the static int function NAME(struct lb_env *env) in
-    SRC, from its first line to its closing brace; None when absent."""
-    head = f"static int {name}(struct lb_env *env)\n{{"
+    """The definition of the static __always_inline int function
+    NAME(struct lb_env *env, ...) in SRC, from its first line to its closing
+    brace; None when absent."""
+    head = f"static __always_inline int\n{name}(struct lb_env *env,"
     start = src.find(head)
     if start < 0:
         return None
@@ -58,7 +60,7 @@ def compare(kit_src: str, originals: List[Optional[str]]) -> List[str]:
             problems.append(f"state {state}: no {FUNCTION}() at its commit")
         elif copy is None:
             problems.append(f"state {state}: the kit's fair.c has no {name}()")
-        elif copy != orig.replace(f"static int {FUNCTION}(", f"static int {name}(", 1):
+        elif copy != orig.replace(f"\n{FUNCTION}(", f"\n{name}(", 1):
             problems.append(f"state {state}: {name}() is not {FUNCTION}() of its commit: "
                             "make the kit's patch again from the series")
     extra = function_text(kit_src, f"{FUNCTION}_s{len(originals)}")
@@ -74,7 +76,7 @@ def check(tree: Tree) -> Optional[List[str]]:
     if not read_series(kit_dir()):
         return None
     try:
-        tip = ensure_variant(tree, "patched")
+        tip = ensure_variant(tree, "posted")
         kit = ensure_variant(tree, "patched", kit=True)
         commits = state_commits(tree, tip)
     except LabError as e:

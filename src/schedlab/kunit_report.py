@@ -280,7 +280,7 @@ def check_targets(rows: List[ProbeRow]) -> List[str]:
     return out
 
 
-# The span weights (CPUs) of each fixture's levels, bottom-up, as patch 1's
+# The span weights (CPUs) of each fixture's levels, bottom-up, as the KUnit patch's
 # fixtures define them (tests/fair_kunit.c: sockets x cores x threads, SMT
 # width, LLCs per socket, NUMA ring).
 FIXTURE_SPANS: Dict[str, Tuple[int, ...]] = {

@@ -1,10 +1,9 @@
 """The series' KUnit suites run the way users run them: the tree's own kunit.py.
 
-    ./tools/testing/kunit/kunit.py run --kunitconfig=kernel/sched \\
-        --qemu_config=kernel/sched/tests/kunit_qemu_x86_64.py
+    ./tools/testing/kunit/kunit.py run --kunitconfig=kernel/sched --arch=x86_64-smt8
 
-(another boot target: its kunit_qemu_<kunit.py arch>.py, cross-compiled;
-targets.py).
+(another boot target: its <kunit.py arch>-smt8 qemu configuration,
+cross-compiled; targets.py).
 
 kunit.py builds its own small kernel from kernel/sched/.kunitconfig and boots
 it with the series' qemu configuration (192 possible CPUs, 2 online). It
@@ -49,7 +48,7 @@ def command(build_dir: Path, json_path: Path, jobs: int,
     cross-compiled where the target is (ppc64le on an x86_64 host)."""
     target = get_target(arch)
     cmd = ["./tools/testing/kunit/kunit.py", "run", f"--kunitconfig={KUNITCONFIG}",
-           f"--qemu_config={target.kunit_qemu_config}",
+           f"--arch={target.kunit_qemu_arch}",
            f"--build_dir={build_dir}", f"--jobs={jobs}", f"--json={json_path}"]
     if target.cross_compile:
         cmd.append(f"--cross_compile={target.cross_compile}")

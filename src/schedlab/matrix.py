@@ -55,8 +55,11 @@ TEST_OPTION = series_check.KUNIT_OPTION[len("CONFIG_"):]
 TEST_MODES: Dict[str, Options] = {
     "off": (),
     "direct": (("KUNIT", "y"), (TEST_OPTION, "y")),
-    "all-tests": (("KUNIT", "y"), ("KUNIT_ALL_TESTS", "y"), (TEST_OPTION, "y")),
+    "all-tests": (("KUNIT", "y"), ("KUNIT_ALL_TESTS", "y")),
 }
+# What a test mode must come out with: KUNIT_ALL_TESTS turns the option on,
+# as Documentation/dev-tools/kunit/style.rst asks of a test option.
+TEST_EXPECT: Dict[str, Options] = {"all-tests": ((TEST_OPTION, "y"),)}
 
 # The matrix's architectures: the build side (ARCH=, CROSS_COMPILE=) and what
 # every cell of it must come out with.  ARCH=i386 and ARCH=x86_64 are two
@@ -153,7 +156,7 @@ DROPS: Tuple[Tuple[str, Tuple[str, ...], Options, Options, str], ...] = (
     ("sched-autogroup", ("SCHED_AUTOGROUP",), (("SCHED_AUTOGROUP", "n"),), (),
      "no autogroups (the root-task wake case)"),
     ("sched-core", ("SCHED_CORE",), (("SCHED_CORE", "n"),), (),
-     "no core scheduling cookies (the cookie seam)"),
+     "no core scheduling cookies (the wakeup placement must respect them)"),
     ("sched-cache", ("SCHED_CACHE",), (("SCHED_CACHE", "n"),), (),
      "no cache aware balancing (a refusal of the statistics reuse)"),
     ("jump-label", ("JUMP_LABEL",), (("JUMP_LABEL", "n"),), (),
@@ -177,15 +180,14 @@ def _cells() -> Tuple[Cell, ...]:
              "all of the series' fair.c code compiles"),
         Cell("tiny-smp-kunit", "x86_64", _y("SMP"), "direct", "full",
              "the smallest cell with the test option (it depends on KUNIT=y && SMP)"),
-        Cell("all-tests-leaves-option-off", "x86_64", _y("SMP", "KUNIT", "KUNIT_ALL_TESTS"),
-             "off", "default",
-             "KUNIT_ALL_TESTS must not turn the option on (it changes fair.c); "
-             "the config alone", expect=((TEST_OPTION, "n"),), link=False),
+        Cell("all-tests-turns-option-on", "x86_64", _y("SMP"), "all-tests", "default",
+             "KUNIT_ALL_TESTS turns the option on (style.rst; fair.c's code does not "
+             "change with it): the config alone", link=False),
         Cell("fgs-no-cfs-bandwidth+all-tests", "x86_64",
              _y("SMP", "CGROUPS", "CGROUP_SCHED", "FAIR_GROUP_SCHED") + (("CFS_BANDWIDTH", "n"),),
              "all-tests", "default",
-             "what the 0-day robot builds: fair_kunit.c calls cfs_bandwidth_usage_inc/_dec, "
-             "defined only with CFS_BANDWIDTH"),
+             "what the 0-day robot builds: task groups without bandwidth, every KUnit "
+             "suite on"),
         Cell("all", "x86_64", ALL, "direct", "full",
              "everything the series touches, on", expect=(("NO_HZ_COMMON", "y"),)),
     ]
@@ -199,7 +201,7 @@ def _cells() -> Tuple[Cell, ...]:
         Cell("rt", "x86_64", _without(ALL, ("NUMA_BALANCING",))
              + (("NUMA_BALANCING", "n"),) + _y("EXPERT", "PREEMPT_RT"), "direct", "full",
              "PREEMPT_RT (NUMA_BALANCING depends on !PREEMPT_RT): sleeping spinlocks "
-             "around the statistics cache and the test seams"),
+             "around the statistics cache"),
         Cell("i386", "i386", _without(ALL, ("NUMA", "NUMA_MIGRATION", "NUMA_BALANCING")),
              "direct", "full", "32-bit: NUMA is x86_64 only"),
         Cell("ppc64le-nosmt", "ppc64le", PPC64LE + (("SCHED_SMT", "n"),), "direct", "full",
@@ -277,7 +279,7 @@ def check_config(cell: Cell, final: Dict[str, str], skip: Sequence[str] = ()) ->
         got = final.get("CONFIG_" + sym, "n")
         if sym not in skip and got != val:
             problems.append(f"CONFIG_{sym}={val} requested, got {got}")
-    for sym, val in cell.expect + ARCH_EXPECT[cell.arch]:
+    for sym, val in cell.expect + ARCH_EXPECT[cell.arch] + TEST_EXPECT.get(cell.test, ()):
         got = final.get("CONFIG_" + sym, "n")
         if sym not in skip and got != val:
             problems.append(f"CONFIG_{sym}={val} expected, got {got}")
@@ -553,11 +555,8 @@ def report(results: Sequence[CellResult]) -> Tuple[str, bool]:
 def resolve_end(tree: Tree, end: Optional[str]) -> str:
     """The commit to test: END (a commit of the tree), else the series tip."""
     if end is None:
-        return series.ensure_variant(tree, "patched")
-    sha = git(tree.path, "rev-parse", "--verify", "-q", end + "^{commit}", check=False)
-    if not sha:
-        raise LabError(f"no commit {end!r} in {tree.path}")
-    return sha
+        return series.ensure_variant(tree, "posted")
+    return series.resolve_rev(tree, end)
 
 
 def run(tree: Tree, tier: str = "default", cells: Optional[Sequence[str]] = None,

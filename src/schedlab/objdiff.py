@@ -1,7 +1,7 @@
 """fair.o's production code with the series' KUnit option on and off.
 
 The series tip's kernel/sched/fair.o is compiled twice per arch, the lab
-config with CONFIG_SCHED_FAIR_KUNIT_TEST on and off (KUNIT=y both times);
+config with CONFIG_SCHED_FAIR_LB_KUNIT_TEST on and off (KUNIT=y both times);
 objdump -dr of each is split per function and each function of the
 option-off object must be in the option-on object with the same code.
 Functions only in the option-on object are the tests'.
@@ -39,6 +39,7 @@ _TARGET = re.compile(r"\b[0-9a-f]+ (<[^>]+>)")
 _RELOC = re.compile(r"\t[0-9a-f]+: (R_\S+)\t(\S+?)([+-]0x[0-9a-f]+)?$")
 # objdump -t: "0000000000000050 l     O .data\t0000000000000004 name".
 _SYMBOL = re.compile(r"^([0-9a-f]+) .{7} (\S+)\t([0-9a-f]+) (\S+)$")
+_NUMBERED = re.compile(r"(?<![.\w])([A-Za-z_]\w*)\.\d+(?![.\w])")
 # GCC's clones: foo.constprop.0, foo.isra.0, foo.part.0, foo.cold.
 _CLONE = re.compile(r"\.(?:constprop|isra|part|cold|lto_priv)(?:\.\d+)?")
 
@@ -58,15 +59,27 @@ def symbols(table: str) -> Symbols:
     return out
 
 
-def toc_entries(relocs: str) -> Symbols:
+def toc_entries(relocs: str, syms: Optional[Symbols] = None) -> Symbols:
     """ppc64le's .toc as symbols: each 8-byte entry named by what its
-    relocation points at (objdump -r -j .toc: "OFFSET TYPE VALUE")."""
+    relocation points at (objdump -r -j .toc: "OFFSET TYPE VALUE"), a
+    section and offset (a jump table in .text) as the symbol there."""
     out = []
     for line in relocs.splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[1].startswith("R_") and re.fullmatch(r"[0-9a-f]+", parts[0]):
-            out.append((int(parts[0], 16), 8, f"toc({parts[2]})"))
+            value = parts[2]
+            m = re.fullmatch(r"(\.[\w.]+)\+0x([0-9a-f]+)", value)
+            if m and syms:
+                value = resolve(m.group(1), int(m.group(2), 16), syms)
+            out.append((int(parts[0], 16), 8, f"toc({_local(value)})"))
     return {".toc": sorted(out)} if out else {}
+
+
+def _local(name: str) -> str:
+    """A symbol without the number gcc gives a function's static variable
+    (_rs.98, __func__.1, __already_done.3, CSWTCH.1247): it counts the
+    statics of the whole object, so the tests' own move it."""
+    return _NUMBERED.sub(r"\1", name)
 
 
 def resolve(section: str, addend: int, syms: Symbols) -> str:
@@ -93,8 +106,11 @@ def normalise(insn: str, syms: Optional[Symbols] = None) -> str:
             target = resolve(sym, int(addend or "0", 16) + bias, syms or {})
         else:
             target = sym + addend
-        reloc = f"\t{m.group(1)} {target}"
+        reloc = f"\t{m.group(1)} {_local(target)}"
         insn = insn[:m.start()]
+        # The relocation names the target; the address objdump shows is
+        # that of the unrelocated field (a tail call's: the next function).
+        insn = _TARGET.sub("", insn)
     insn = _TARGET.sub(r"\1", insn)
     insn = re.sub(r"\s+", " ", insn).strip()
     return insn + reloc
@@ -252,12 +268,63 @@ def run_arch(tree: Tree, commit: str, name: str) -> Comparison:
         text = _objdump(arch, bdir / OBJECT)
         syms = symbols(_objdump(arch, bdir / OBJECT, "-t"))
         if name == "ppc64le":
-            syms.update(toc_entries(_objdump(arch, bdir / OBJECT, "-r", "-j", ".toc")))
+            syms.update(toc_entries(_objdump(arch, bdir / OBJECT, "-r", "-j", ".toc"), syms))
         out = out_dir() / f"fair-{name}-{option}.dis"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         code[option] = split_functions(text, syms)
     return compare(name, code["off"], code["on"])
+
+
+# The comparison of two commits: the probe config with JUMP_LABEL on, the
+# static keys patched branches as in distribution kernels.
+BETWEEN_CONFIG = "icount"
+
+
+def run_between(tree: Tree, first: str, second: str,
+                name: str = "x86_64") -> Tuple[Comparison, Dict[str, Tuple[int, int]]]:
+    """fair.o at FIRST against fair.o at SECOND (BETWEEN_CONFIG): the
+    comparison (FIRST's functions as "off", SECOND's as "on") and, for each
+    function that differs, its instruction counts at each."""
+    arch = _arch(name)
+    log = log_dir() / f"objdiff-between-{name}.log"
+    log.write_text("")
+    code: Dict[str, Dict[str, List[str]]] = {}
+    for side, rev in (("first", first), ("second", second)):
+        bdir = work_dir() / "build" / tree.key / f"objdiff-{side}{arch.suffix}"
+        tree.checkout(rev)
+        say(f"  {name}: {OBJECT} at {rev[:12]} ({BETWEEN_CONFIG} config) in {bdir}")
+        buildmod.prepare(tree, bdir, BETWEEN_CONFIG, arch, log)
+        buildmod.compile_objects(tree, bdir, [OBJECT], arch, log, w1=False,
+                                 extra=EXTRA_CFLAGS.get(name, []))
+        text = _objdump(arch, bdir / OBJECT)
+        syms = symbols(_objdump(arch, bdir / OBJECT, "-t"))
+        out = out_dir() / f"fair-{name}-{side}.dis"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        code[side] = split_functions(text, syms)
+    c = compare(name, code["first"], code["second"])
+    sizes = {}
+    for label in c.differ:
+        fn = label.split(" ")[0]
+        other = label.rsplit(": ", 1)[1].rstrip(")") if " (with the option on: " in label else fn
+        sizes[label] = (len(code["first"][fn]), len(code["second"][other]))
+    return c, sizes
+
+
+def between_report(c: Comparison, sizes: Dict[str, Tuple[int, int]], first: str,
+                   second: str) -> str:
+    """What differs between two commits' fair.o: each function that does,
+    with its instructions (padding left out) at each commit."""
+    lines = [f"{c.arch}: fair.o at {first[:12]} against {second[:12]} ({BETWEEN_CONFIG} "
+             f"config): {c.same} functions the same, {len(c.differ)} differ, "
+             f"{len(c.missing)} only at the first, {len(c.tests)} only at the second"]
+    for label in c.differ:
+        a, b = sizes[label]
+        lines.append(f"  differs: {label}: {a} -> {b} instructions")
+    lines += [f"  only at the first: {n}" for n in c.missing]
+    lines += [f"  only at the second: {n}" for n in c.tests]
+    return "\n".join(lines)
 
 
 def run_all(tree: Tree, arches: Tuple[str, ...] = ARCHES) -> Tuple[str, bool]:
@@ -266,7 +333,7 @@ def run_all(tree: Tree, arches: Tuple[str, ...] = ARCHES) -> Tuple[str, bool]:
     for a in arches:
         if a not in ARCHES:
             raise LabError(f"unknown arch {a!r}; known: {', '.join(ARCHES)}")
-    tip = ensure_variant(tree, "patched")
+    tip = ensure_variant(tree, "posted")
     texts, ok = [], True
     with tree.locked("objdiff"):
         for a in arches:

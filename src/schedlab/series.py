@@ -1,6 +1,9 @@
 """The patch series: patches/ as git format-patch output, in the order of patches/series.
 
 patches/0000-cover-letter.patch is the cover letter (not listed in series).
+patches/lab/ is the lab's own KUnit checks of the RFC topics (same layout),
+never posted: the series as posted is the variant "posted", and "patched"
+is "posted" plus patches/lab/, what every lab build of the series runs.
 patches/measure/ is the measurement-only series (same layout), applied on top
 of base and patched alike when measuring, never part of the upstream series.
 patches/kit/ is the hardware kit's series (same layout): run-time switches
@@ -27,6 +30,11 @@ COVER = "0000-cover-letter.patch"
 def patches_dir() -> Path:
     """The upstream series: patches/ of the checkout."""
     return repo_dir() / "patches"
+
+
+def lab_dir() -> Path:
+    """The lab's checks of the RFC topics: patches/lab/ of the checkout."""
+    return patches_dir() / "lab"
 
 
 def measure_dir() -> Path:
@@ -193,7 +201,7 @@ def variant_patches(variant: str, measure: bool, kit: bool = False) -> List[Path
         raise LabError(f"unknown variant {variant!r}; known: base, patched")
     if kit and variant != "patched":
         raise LabError("the kit's switches (patches/kit/) apply on the whole series only")
-    patches = read_series() if variant == "patched" else []
+    patches = read_series() + read_series(lab_dir()) if variant == "patched" else []
     if measure or kit:
         patches += read_series(measure_dir())
     if kit:
@@ -203,10 +211,13 @@ def variant_patches(variant: str, measure: bool, kit: bool = False) -> List[Path
 
 def ensure_variant(tree: Tree, variant: str, measure: bool = False,
                    series: Optional[List[Path]] = None, kit: bool = False) -> str:
-    """The commit of a variant: base, or base plus the series; with measure,
-    the measurement series on top of that commit; with kit, the kit's
-    switches on top of that (the whole series only).  series: the patches
-    of any other variant (a topic's, topics.variant_series())."""
+    """The commit of a variant: base; "posted", base plus the series; or
+    "patched", that plus the lab's checks (patches/lab/); with measure, the
+    measurement series on top of that commit; with kit, the kit's switches
+    on top of that (the whole series only).  series: the patches of any
+    other variant (a topic's, topics.variant_series())."""
+    if series is None and variant == "posted" and not (measure or kit):
+        return _ensure(tree, "posted", tree.base, read_series())
     if series is None or kit:
         variant_patches(variant, False, kit)
     if kit:
@@ -215,11 +226,19 @@ def ensure_variant(tree: Tree, variant: str, measure: bool = False,
     elif measure:
         onto = ensure_variant(tree, variant, False, series)
         patches, name = read_series(measure_dir()), variant + "+measure"
+    elif series is None and variant == "patched":
+        onto = ensure_variant(tree, "posted")
+        patches, name = read_series(lab_dir()), variant
     else:
         onto = tree.base
-        patches = series if series is not None else (
-            read_series() if variant == "patched" else [])
+        patches = series if series is not None else []
         name = variant
+    return _ensure(tree, name, onto, patches)
+
+
+def _ensure(tree: Tree, name: str, onto: str, patches: List[Path]) -> str:
+    """The commit of PATCHES applied onto ONTO, under the ref NAME: the one
+    applied before when neither changed."""
     if not patches:
         tree.set_ref(name, onto)
         return onto
@@ -235,6 +254,38 @@ def ensure_variant(tree: Tree, variant: str, measure: bool = False,
     state[name] = {"hash": key, "commit": commit, "base": tree.base}
     _save_state(tree, state)
     return commit
+
+
+def resolve_rev(tree: Tree, rev: str) -> str:
+    """REV of the lab's kernel tree as a commit: "base" is the tree's base;
+    "posted" (the series) and "patched" (with the lab's checks) are applied
+    first if they are not up to date, and may start a revision
+    ("posted~9"); a ref the lab made before ("topic-swb") likewise."""
+    name, sep, rest = rev.partition("~")
+    if name == "base":
+        commit: Optional[str] = tree.base
+    elif name in ("posted", "patched"):
+        commit = ensure_variant(tree, name)
+    else:
+        commit = tree.commit_of(name)
+    target = (commit + sep + rest) if commit else rev
+    sha = git(tree.path, "rev-parse", "--verify", "-q", target + "^{commit}", check=False)
+    if not sha:
+        raise LabError(f"no commit {rev!r} in {tree.path} (a commit, 'base', 'posted' or "
+                       "'patched', each with an optional ~N)")
+    return sha
+
+
+def lab_commits_in(tree: Tree, start: str, end: str) -> List[str]:
+    """The commits of start..end whose subject is that of a patch of
+    patches/lab/: a plain export must not take them into the series."""
+    subjects = {parse_patch(p.read_text())["subject"] for p in read_series(lab_dir())}
+    out = []
+    for line in git(tree.path, "log", "--format=%H %s", f"{start}..{end}").splitlines():
+        sha, _, subject = line.partition(" ")
+        if subject in subjects:
+            out.append(sha)
+    return out
 
 
 # ---------------------------------------------------------------- export
@@ -256,7 +307,7 @@ def export(tree: Tree, start: Optional[str] = None, end: str = "HEAD",
     """Write start..end of the lab tree back as format-patch files and a series
     file into folder (default patches/)."""
     folder = patches_dir() if folder is None else folder
-    start = start or tree.base
+    start = git(tree.path, "rev-parse", start or tree.base)
     end_sha = git(tree.path, "rev-parse", end)
     count = int(git(tree.path, "rev-list", "--count", f"{start}..{end_sha}"))
     if count == 0:
@@ -305,6 +356,8 @@ def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
     state = _load_state(tree)
     folder = folder.resolve()
     if folder == patches_dir().resolve() and start == tree.base:
+        name, patches = "posted", read_series(folder)
+    elif folder == lab_dir().resolve() and start == tree.commit_of("posted"):
         name, patches = "patched", read_series(folder)
     elif folder == measure_dir().resolve() and start == tree.commit_of("patched"):
         name, patches = "patched+measure", read_series(folder)
@@ -321,7 +374,7 @@ def _record_export(tree: Tree, folder: Path, start: str, end: str) -> None:
 
 def rebase(tree: Tree, new_base: Tree) -> str:
     """Apply the series onto another base and show git range-diff of old and new."""
-    old_commit = ensure_variant(tree, "patched")
+    old_commit = ensure_variant(tree, "posted")
     patches = read_series()
     new_commit = apply_patches(new_base, new_base.base, patches, "rebase")
     new_base.set_ref("patched", new_commit)

@@ -27,7 +27,8 @@ from . import changelog
 from . import kit as kitmod
 from . import topics
 from .mailform import check_identity, mail_form
-from .series import ensure_variant, kit_dir, measure_dir, parse_patch, patches_dir, read_series
+from .series import (ensure_variant, kit_dir, lab_dir, measure_dir, parse_patch, patches_dir,
+                     read_series)
 from .source import Tree
 from .targets import TARGETS, BootTarget
 from .util import Finished, LabError, git, log_dir, repo_dir, run, say, work_dir
@@ -146,10 +147,10 @@ def text_problems(text: str) -> List[str]:
 
 
 def unmailed_checks() -> List[PatchCheck]:
-    """The sign-off rule for the patches of patches/measure/ and patches/kit/,
-    which are never mailed (one row each)."""
+    """The sign-off rule for the patches of patches/lab/, patches/measure/ and
+    patches/kit/, which are never mailed (one row each)."""
     out = []
-    for folder in (measure_dir(), kit_dir()):
+    for folder in (lab_dir(), measure_dir(), kit_dir()):
         for patch in read_series(folder):
             text = patch.read_text()
             out.append(PatchCheck(f"{folder.name}/{patch.name}", parse_patch(text)["subject"],
@@ -188,14 +189,14 @@ def _uncovered(f: str, out: str) -> List[str]:
 
 
 # The series' KUnit option; every patch must also build, W=1 clean, without it.
-KUNIT_OPTION = "CONFIG_SCHED_FAIR_KUNIT_TEST"
+KUNIT_OPTION = "CONFIG_SCHED_FAIR_LB_KUNIT_TEST"
 # The lab config that leaves the option off (the package's configs/probe.config).
 OPTION_OFF_CONFIG = "probe"
 
 
 def test_hooks_only(diff: str) -> bool:
     """Whether a unified diff of one file only adds lines, each of them blank or
-    inside an '#ifdef CONFIG_SCHED_FAIR_KUNIT_TEST' block that it adds too."""
+    inside an '#ifdef CONFIG_SCHED_FAIR_LB_KUNIT_TEST' block that it adds too."""
     depth = 0
     added = False
     for line in diff.splitlines():
@@ -228,7 +229,7 @@ def preprocessed_tokens(text: str) -> str:
 
 def check(tree: Tree, ppc: bool = True, w1: bool = True) -> List[PatchCheck]:
     """Check every patch: applies, checkpatch --strict, sign-off, W=1 clean objects."""
-    tip = ensure_variant(tree, "patched")
+    tip = ensure_variant(tree, "posted")
     with tree.locked("series check"):
         return _check(tree, tip, ppc, w1)
 

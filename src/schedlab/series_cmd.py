@@ -20,7 +20,7 @@ def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
 
 
 def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = False,
-            kit: bool = False,
+            kit: bool = False, lab: bool = False,
             start: Optional[str] = None, end: Optional[str] = None,
             reroll: Optional[int] = None, onto: Optional[str] = None,
             kernel: Optional[str] = None, ppc: bool = True, full: bool = False,
@@ -32,6 +32,18 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         raise LabError("--topic, --out and --from are for 'series mail'")
     if action == "mail" and not (topic and out):
         raise LabError("series mail needs --topic NAME and --out DIR")
+    if lab and action != "export":
+        raise LabError("--lab is for 'series export' (apply, build and the tests use "
+                       "patches/lab/ with the series always)")
+    if lab and (measure or kit):
+        raise LabError("series export: one of --lab, --measure, --kit")
+    if (start or end) and action not in ("export", "objdiff", "matrix"):
+        raise LabError(f"--start and --end are for export, objdiff and matrix, not {action}")
+    if start and action == "matrix":
+        raise LabError("series matrix takes --end REV (the commit built), no --start")
+    if action == "objdiff" and bool(start) != bool(end):
+        raise LabError("series objdiff: --start REV and --end REV together (fair.o at "
+                       "one commit against the other), or neither")
     if action == "mail":
         # Who signs off every patch, before the tree is touched.
         sender = mailform.resolve_sender(sender, repo_dir())
@@ -62,12 +74,22 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
             folder = series.kit_dir()
             first = start or tree.commit_of("patched+measure") or \
                 series.ensure_variant(tree, "patched", True)
+        elif lab:
+            folder = series.lab_dir()
+            first = start or tree.commit_of("posted") or series.ensure_variant(tree, "posted")
         elif measure:
             folder = series.measure_dir()
             first = start or tree.commit_of("patched") or series.ensure_variant(tree, "patched")
         else:
             folder, first = series.patches_dir(), start or tree.base
-        series.export(tree, first, end or "HEAD", folder, cover=not (measure or kit),
+            lab_in = series.lab_commits_in(tree, first, end or "HEAD")
+            if lab_in:
+                raise LabError(
+                    f"{first[:12]}..{end or 'HEAD'} ends with the lab's checks "
+                    f"(patches/lab/, {len(lab_in)} commit(s), never posted): export the "
+                    f"series with --end {lab_in[-1][:12]}~1, then the lab's with --lab "
+                    f"--start {lab_in[-1][:12]}~1")
+        series.export(tree, first, end or "HEAD", folder, cover=not (measure or kit or lab),
                       reroll=reroll)
         return 0
     if action == "rebase":
@@ -86,6 +108,15 @@ def command(action: str, resolve: Callable[[], source.Tree], *, measure: bool = 
         text, ok = series_check.check_all(tree, ppc=ppc)
         say(text)
         return 0 if ok else 1
+    if action == "objdiff" and start and end:
+        first, second = (series.resolve_rev(tree, r) for r in (start, end))
+        with tree.locked("objdiff"):
+            c, sizes = objdiff.run_between(tree, first, second)
+        (objdiff.out_dir() / "between.diff").write_text(
+            "".join(f"== {n}\n" + "\n".join(d) + "\n" for n, d in c.diffs.items()))
+        say(objdiff.between_report(c, sizes, first, second))
+        say(f"  the objdumps and the per-function diffs: {objdiff.out_dir()}")
+        return 0
     if action == "objdiff":
         text, ok = objdiff.run_all(tree)
         say(text)

@@ -55,9 +55,10 @@ class BootTarget:
         return self.build.cross_compile
 
     @property
-    def kunit_qemu_config(self) -> str:
-        """The series' kunit.py qemu configuration for it (--qemu_config)."""
-        return f"kernel/sched/tests/kunit_qemu_{self.kunit_arch}.py"
+    def kunit_qemu_arch(self) -> str:
+        """The series' kunit.py qemu configuration for it (--arch, in
+        tools/testing/kunit/qemu_configs/): 192 possible CPUs, 2 online."""
+        return f"{self.kunit_arch}-smt8"
 
     @property
     def runs_commands(self) -> bool:
