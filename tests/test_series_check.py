@@ -221,3 +221,11 @@ def test_checkpatch_of_the_mail_form_names_the_patch(tmp_path):
     assert not clean
     assert said == ["0001-sched-fair-Say.patch (mail form):11: WARNING: Prefer a maximum 75 "
                     "chars per line (possible unwrapped commit description?)"]
+
+
+def test_a_section_title_with_lowercase_letters_covers_a_file():
+    kunit = ("KERNEL UNIT TESTING FRAMEWORK (KUnit)\nM:\tDavid Gow <d@example.org>\n"
+             "F:\ttools/testing/kunit/\n\nTHE REST\nM:\tLinus Torvalds <t@example.org>\n")
+    assert c._uncovered("tools/testing/kunit/qemu_configs/x.py", kunit) == []
+    rest = "THE REST\nM:\tLinus Torvalds <t@example.org>\nL:\tlinux-kernel@vger.kernel.org\n"
+    assert c._uncovered("x.c", rest) == ["x.c: new file that no MAINTAINERS section covers"]
