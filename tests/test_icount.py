@@ -38,7 +38,7 @@ def test_calibration_finds_the_overhead_and_checks_one_ns_per_instruction():
     off = icount.calibrate(_lhist("cal", 0, {512: 9}) + _lhist("cal", 1, {514: 4}), [9, 12])
     assert "THEY DIFFER" in off.check
     # Contexts differ between the two keys: a pair of peaks shows the paths'
-    # difference even though the lowest two do not (a CI run, 2026-11-28).
+    # difference even though the lowest two do not (seen in a CI run).
     mixed = icount.calibrate(_lhist("cal", 0, {621: 9, 623: 9, 624: 9})
                              + _lhist("cal", 1, {623: 5, 624: 5}), [9, 12])
     assert "holds for the peaks at 621 and 624" in mixed.check and mixed.overhead == 612

@@ -157,7 +157,7 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     (results / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
     title = machine.get("model") or "this machine"
     lines = [f"# The series on {title}: the hardware kit's report", ""]
-    lines += ["Written by `./schedlab hw` (issue 38's kit) from the runs that finished. "
+    lines += ["Written by `./schedlab hw` from the runs that finished. "
               "Each arm is a state of one booted kernel, switched by the writes below; "
               "the arms ran interleaved, every arm once a round, so that what changes "
               "between rounds lands in every arm alike.", ""]

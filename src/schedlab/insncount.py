@@ -68,7 +68,8 @@ PARTS = (
     Part("per-CPU read, reuse instance", ("update_sg_lb_stats",),
          block=r"for_each_cpu_and\(i, sched_group_span\(group\), env->cpus\)",
          per=r"struct rq \*rq = cpu_rq\(i\);", within="update_sd_lb_stats_reuse"),
-    # The reader's first line: raw_read_seqcount() up to v14, the try since v15.
+    # The reader's first line: raw_read_seqcount() or raw_seqcount_try_begin(),
+    # whichever the lbstats patch uses.
     Part("cache lookup", ("sg_lb_cache_read",),
          per=r"seq = raw_read_seqcount\(|raw_seqcount_try_begin\(", own=True),
     # gcc hoists the load of the cache's address to every group the reuse

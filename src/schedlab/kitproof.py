@@ -1,5 +1,4 @@
-"""The kit's switches against the kernels built at each patch (issue 38,
-item 1's second proof), twice over.
+"""The kit's switches against the kernels built at each patch, twice over.
 
 The code: each state's copy of should_we_balance() in the kit's vmlinux is
 disassembled beside should_we_balance() in the vmlinux built at its patch;

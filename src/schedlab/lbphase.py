@@ -69,7 +69,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 WINDOWS_MS = (4, 16)
 _KEY = re.compile(r"^@lbp_ev\[(\d+), (\d+), (\S+), (\d+), (\d+)\]: \d+\s*$")
-# The weight came on 2026-12-01, after the first runs: without it, 0.
+# The weight field is optional: lines without it read as weight 0.
 _SHARE_KEY = re.compile(r"^@lbs_ev\[(\d+), (\S+), (?:(\d+), )?(\d+), (\d+), (\d+)\]: \d+\s*$")
 # The time of one runqueue's read in a group's statistics (ns) for the
 # replay's walked share: a few remote cache lines on a server, a rough

@@ -23,7 +23,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from . import insncount
 from .util import LabError
 
-# The functions whose share a profile reports (issue 37, item 2).
+# The functions whose share a profile reports.
 FUNCTIONS = ("should_we_balance", "update_sd_lb_stats", "sched_balance_rq",
              "sched_balance_newidle", "select_idle_sibling")
 # Samples whose leaf is one of these are a CPU waiting, not executing.
@@ -46,7 +46,7 @@ ENTRY_PREFIXES = ("asm_sysvec_", "asm_common_interrupt", "asm_exc_", "asm_spurio
 PERIOD_NS = 240703
 OUT = "profile.txt"
 # perf.data grows in the guest's /tmp, a tmpfs of half the guest's 2 GiB:
-# about this many bytes a sample with its call chain (smt8, 2026-11-28).
+# about this many bytes a sample with its call chain (measured on smt8).
 BYTES_PER_SAMPLE = 200
 GUEST_TMP_BYTES = 700 * 1024 * 1024
 

@@ -168,7 +168,7 @@ def tg_workload(name: str) -> Optional[Workload]:
                     f"{what}, {tasks} tasks in a group at depth {depth}, {entitled}, {busy}",
                     results=TG_RESULTS + (throughput,), sweep="tg achieved/entitled",
                     # 110-120 s a run with 10 s windows under single-thread
-                    # TCG on smt4, a soak beside it (2026-11-25).
+                    # TCG on smt4 with a soak beside it.
                     min_limit=300, overhead=80)
 
 
