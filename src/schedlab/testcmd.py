@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import deps, guests, kselftest, kunit, kunit_tool, matrix, objdiff, pipeline, series
+from . import commitlint, deps, guests, kselftest, kunit, kunit_tool, matrix, objdiff, pipeline, series
 from . import series_check
 from . import peer_tests as peermod
 from . import soak as soakmod
@@ -80,13 +80,19 @@ def _pytest(ctx: Dict[str, Any]) -> bool:
 
 
 def _lint(ctx: Dict[str, Any]) -> bool:
-    """mypy over the package, shellcheck over the guest scripts."""
+    """mypy over the package, shellcheck over the guest scripts, the lab's
+    commit subjects."""
     ok = run(deps.mypy_cmd(), check=False).returncode == 0
     scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
     if run(["shellcheck", *scripts], check=False).returncode != 0:
         return False
     say(f"  shellcheck: {len(scripts)} guest scripts clean")
-    return ok
+    problems = commitlint.check(repo_dir())
+    for line in problems:
+        say(f"  commit subject: {line}")
+    if not problems:
+        say("  commit subjects: clean since the base in .ci/commit-lint-base")
+    return ok and not problems
 
 
 def _fetch(ctx: Dict[str, Any]) -> bool:
@@ -207,7 +213,7 @@ def stages_for(req: TestRequest) -> List[Stage]:
         return setup + [Stage("fetch", _fetch, ("setup",))] + \
             _target_stages(target, target.test_topologies, "test", kunit_py=True)
     out = setup + [Stage("lab unit tests (pytest)", _pytest, ("setup",)),
-                   Stage("lint (mypy, shellcheck)", _lint, ("setup",))]
+                   Stage("lint (mypy, shellcheck, commit subjects)", _lint, ("setup",))]
     if req.unit_only:
         return out
     lab, probe = "build patched/lab", "build patched/probe + measurement series"

@@ -1,0 +1,49 @@
+"""The lab's own commit subjects: at most 72 characters, an area prefix.
+
+.ci/commit-lint-base names the last commit before the rule; the commits
+after it, up to HEAD, are checked.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import List
+
+from .util import git
+
+BASE_FILE = Path(".ci") / "commit-lint-base"
+MAX_SUBJECT = 72
+# "area: what", the area a wing, module or doc name ("series check",
+# "lb-time", "README"), then the summary.
+SUBJECT = re.compile(r"^[A-Za-z][A-Za-z0-9 ._/+-]{0,30}: \S")
+
+
+def subject_problems(subject: str) -> List[str]:
+    """What is wrong with one subject line (empty when nothing)."""
+    out = []
+    if len(subject) > MAX_SUBJECT:
+        out.append(f"{len(subject)} characters (at most {MAX_SUBJECT})")
+    if not SUBJECT.match(subject):
+        out.append("no 'area: ' prefix")
+    return out
+
+
+def check(repo: Path) -> List[str]:
+    """One line per commit after the base whose subject breaks the rule, or
+    a line saying why the commits could not be read."""
+    base_file = repo / BASE_FILE
+    if not base_file.is_file():
+        return [f"{BASE_FILE} is missing"]
+    base = base_file.read_text().split()[0]
+    if not git(repo, "rev-parse", "-q", "--verify", f"{base}^{{commit}}", check=False):
+        return [f"{BASE_FILE} names {base}, which this clone does not have "
+                "(a shallow clone? fetch the history)"]
+    log = git(repo, "log", "--no-merges", "--format=%h%x00%s", f"{base}..HEAD")
+    out = []
+    for line in log.splitlines():
+        sha, subject = line.split("\0", 1)
+        problems = subject_problems(subject)
+        if problems:
+            out.append(f"{sha} {subject[:60]}: {'; '.join(problems)}")
+    return out
