@@ -43,17 +43,31 @@ def test_guest_tool_packages_are_setup_packages():
     assert "shellcheck" in deps.DEBIAN_PACKAGES
 
 
-def test_venv_requirements_are_the_pyproject_dependencies():
-    import tomllib
+def test_runtime_dependencies_leave_the_lab_extras_out():
     from pathlib import Path
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    assert deps.venv_requirements() == declared
-    assert deps._pyproject_dependencies(pyproject.read_text()) == declared
-    assert "virtme-ng==1.42" in declared
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    runtime = deps._pyproject_dependencies(text)
+    assert "virtme-ng==1.42" in runtime
+    assert not {"pytest>=7", "mypy", "matplotlib"} & set(runtime)
+    lab = deps.venv_requirements()
+    assert lab[:len(runtime)] == runtime
+    assert {"pytest>=7", "mypy", "matplotlib"} <= set(lab)
 
 
-def test_pyproject_fallback_reader_without_tomllib(monkeypatch):
+PYPROJECT = ('[project]\nname = "x"\ndependencies = [\n    "a==1",\n    # why\n'
+             '    \'b>=2\',\n]\n[project.optional-dependencies]\nplots = ["c"]\n'
+             'dev = [\n  "d>=7", "e",\n]\n[tool.x]\ndependencies = ["no"]\n')
+
+
+def _read_both(text):
+    return deps._pyproject_dependencies(text), deps._pyproject_dependencies(text, ("plots", "dev"))
+
+
+def test_pyproject_reader():
+    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d>=7", "e"])
+
+
+def test_pyproject_reader_without_tomllib(monkeypatch):
     import builtins
     real_import = builtins.__import__
 
@@ -62,9 +76,7 @@ def test_pyproject_fallback_reader_without_tomllib(monkeypatch):
             raise ImportError(name)
         return real_import(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_tomllib)
-    text = ('[project]\nname = "x"\ndependencies = [\n    "a==1",\n    # why\n'
-            '    \'b>=2\',\n]\n[tool.x]\ndependencies = ["no"]\n')
-    assert deps._pyproject_dependencies(text) == ["a==1", "b>=2"]
+    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d>=7", "e"])
 
 
 def test_up_to_date_venv_is_left_alone(monkeypatch, tmp_path):

@@ -15,7 +15,7 @@ import re
 import sys
 import venv
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from .util import PACKAGE, LabError, log_dir, repo_dir, run, say, work_dir
 
@@ -72,24 +72,46 @@ DEBIAN_PACKAGES: Dict[str, str] = {
 }
 
 
+# The optional dependencies the project venv installs beside the runtime
+# ones: the plots of compare and ab, and what ./schedlab test runs.
+LAB_EXTRAS = ("plots", "dev")
+
+
 def venv_requirements() -> List[str]:
-    """The venv's packages: [project] dependencies of this source's pyproject.toml,
-    or of the installed distribution's metadata when there is no source."""
+    """The venv's packages: the [project] dependencies and LAB_EXTRAS of this
+    source's pyproject.toml, or of the installed distribution's metadata when
+    there is no source."""
     pyproject = PACKAGE.parents[1] / "pyproject.toml"
     if pyproject.is_file():
-        return _pyproject_dependencies(pyproject.read_text())
+        return _pyproject_dependencies(pyproject.read_text(), LAB_EXTRAS)
     from importlib import metadata
-    return [r for r in metadata.requires("schedlab") or [] if "extra ==" not in r]
+    out = []
+    for req in metadata.requires("schedlab") or []:
+        name, _, marker = req.partition(";")
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        if not extra or extra.group(1) in LAB_EXTRAS:
+            out.append(name.strip())
+    return out
 
 
-def _pyproject_dependencies(text: str) -> List[str]:
+def _pyproject_dependencies(text: str, extras: Tuple[str, ...] = ()) -> List[str]:
+    """[project] dependencies, then those of each named optional group."""
     try:
         import tomllib
-    except ImportError:  # Python < 3.11: the one array this needs
-        m = re.search(r"^\[project\]$.*?^dependencies\s*=\s*\[(.*?)\]", text, re.M | re.S)
-        body = re.sub(r"#.*", "", m.group(1)) if m else ""
-        return re.findall(r"[\"']([^\"']+)[\"']", body)
-    return list(tomllib.loads(text).get("project", {}).get("dependencies", []))
+    except ImportError:  # Python < 3.11: the few arrays this needs
+        return _array(text, "project", "dependencies") + \
+            [r for e in extras for r in _array(text, "project.optional-dependencies", e)]
+    project = tomllib.loads(text).get("project", {})
+    optional = project.get("optional-dependencies", {})
+    return list(project.get("dependencies", [])) + [r for e in extras for r in optional.get(e, [])]
+
+
+def _array(text: str, table: str, key: str) -> List[str]:
+    """The strings of one array of strings, KEY in [TABLE] (without tomllib)."""
+    section = re.search(rf"^\[{re.escape(table)}\]$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    m = section and re.search(rf"^{re.escape(key)}\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S)
+    body = re.sub(r"#.*", "", m.group(1)) if m else ""
+    return re.findall(r"[\"']([^\"']+)[\"']", body)
 
 
 def venv_dir() -> Path:

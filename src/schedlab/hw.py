@@ -233,15 +233,6 @@ class Preflight:
 # ------------------------------------------------------------------ checks
 
 
-def parse_config(text: str) -> Dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("CONFIG_") and "=" in line:
-            k, _, v = line.partition("=")
-            out[k] = v
-    return out
-
-
 def config_hash(text: str) -> str:
     """The config's options, sorted, hashed (what the report names the kernel by)."""
     keep = sorted(ln for ln in text.splitlines() if ln.startswith("CONFIG_"))
@@ -374,7 +365,7 @@ def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -
     llc = check_llc_balancing(debug_sched, cpu_dir)
     if llc:
         checks.append(llc)
-    config = parse_config(config_text)
+    config = buildmod.parse_config(config_text)
     if not config:
         checks.append(Check("kernel config", False, "neither /proc/config.gz nor "
                             f"/boot/config-{os.uname().release} is readable",
