@@ -13,7 +13,6 @@ from schedlab import kunit_report
 from schedlab import kunit_tool
 from schedlab import topology as t
 from schedlab import vm
-from schedlab.util import work_dir
 
 DATA = Path(__file__).parent / "data"
 CONSOLE = DATA / "kunit-console-2x12x8.txt"
@@ -21,12 +20,7 @@ UPSTREAM = DATA / "kunit-console-2x12x8-upstream.txt"
 # What the tree's 'kunit.py parse --json=FILE' wrote for UPSTREAM.
 UPSTREAM_JSON = DATA / "kunit-console-2x12x8-upstream.json"
 
-TREES = sorted(work_dir().glob("trees/*/tools/testing/kunit/kunit.py"))
-needs_tree = pytest.mark.skipif(not TREES, reason="no kernel tree with kunit.py under work/")
-
-
-def tree() -> Path:
-    return TREES[0].parents[3]
+KUNIT_PY = "tools/testing/kunit/kunit.py"
 
 
 def test_qemu_command_many_possible_few_online():
@@ -61,10 +55,11 @@ def test_counts_and_results_from_kunit_py_json():
     assert results["sched_fair_lb.swb_probe_counts_per_pass.smt8-2x12x8"] == "PASS"
 
 
-@needs_tree
+@pytest.mark.tree
 @pytest.mark.parametrize("console,want", [(CONSOLE, (30, 0, 0, 1)), (UPSTREAM, (44, 0, 0, 1))])
-def test_parse_console_with_the_trees_kunit_py(tmp_path, console, want):
-    parsed = k.parse_console(tree(), console, tmp_path / "r.json")
+def test_parse_console_with_the_trees_kunit_py(kernel_tree, tmp_path, console, want):
+    tree = kernel_tree(KUNIT_PY)
+    parsed = k.parse_console(tree, console, tmp_path / "r.json")
     assert parsed.returncode == 0 and parsed.report is not None
     n = kunit_tool.counts(parsed.report)
     assert (n.passed, n.failed, n.crashed, n.skipped) == want
@@ -75,10 +70,11 @@ def test_parse_console_with_the_trees_kunit_py(tmp_path, console, want):
         assert parsed.report == json.loads(UPSTREAM_JSON.read_text())
 
 
-@needs_tree
-def test_parse_console_without_ktap(tmp_path):
+@pytest.mark.tree
+def test_parse_console_without_ktap(kernel_tree, tmp_path):
+    tree = kernel_tree(KUNIT_PY)
     (tmp_path / "console.log").write_text("Kernel panic - not syncing: VFS\n")
-    parsed = k.parse_console(tree(), tmp_path / "console.log", tmp_path / "r.json")
+    parsed = k.parse_console(tree, tmp_path / "console.log", tmp_path / "r.json")
     assert parsed.returncode != 0 and parsed.report is not None
     n = kunit_tool.counts(parsed.report)
     assert n.total == 0 and n.errors == 1
@@ -98,10 +94,11 @@ def _fake_boot(monkeypatch, tmp_path, console: Path):
     return image
 
 
-@needs_tree
-def test_run_on_prints_results_tables_and_targets(monkeypatch, tmp_path, capsys):
+@pytest.mark.tree
+def test_run_on_prints_results_tables_and_targets(kernel_tree, monkeypatch, tmp_path, capsys):
+    tree = kernel_tree(KUNIT_PY)
     image = _fake_boot(monkeypatch, tmp_path, UPSTREAM)
-    assert k.run_on(tree(), image, "2x12x8", 2, None, 60)
+    assert k.run_on(tree, image, "2x12x8", 2, None, 60)
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "  accelerator: tcg (test)"
@@ -116,16 +113,17 @@ def test_run_on_prints_results_tables_and_targets(monkeypatch, tmp_path, capsys)
     assert (tmp_path / "work" / "logs" / "kunit-2x12x8.json").is_file()
 
 
-@needs_tree
-def test_run_kunit_result_and_a_boot_without_tests(monkeypatch, tmp_path, capsys):
+@pytest.mark.tree
+def test_run_kunit_result_and_a_boot_without_tests(kernel_tree, monkeypatch, tmp_path, capsys):
+    tree = kernel_tree(KUNIT_PY)
     image = _fake_boot(monkeypatch, tmp_path, CONSOLE)
-    res = k.run_kunit(tree(), image, t.parse_topology("2x12x8"), 2)
+    res = k.run_kunit(tree, image, t.parse_topology("2x12x8"), 2)
     assert (res.ok, res.passed, res.failed, res.skipped, res.crashed) == (True, 30, 0, 1, 0)
     assert len(res.results) == 31 and len(res.rows) == 24 and res.calls == []
     empty = tmp_path / "empty.txt"
     empty.write_text("kunit: disabled\n")
     _fake_boot(monkeypatch, tmp_path, empty)
-    assert not k.run_on(tree(), image, "2x12x8", 2, None, 60)
+    assert not k.run_on(tree, image, "2x12x8", 2, None, 60)
     out = capsys.readouterr().out
     assert "no KUnit test ran (kunit.enable was not honoured)" in out
     assert "KUnit on 2x12x8: 0 passed, 0 failed, 0 skipped" in out

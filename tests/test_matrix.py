@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from schedlab import build as buildmod
-from schedlab import cli, matrix
+from schedlab import cli, matrix, series
 from schedlab.util import LabError
 
 REPO = Path(__file__).resolve().parents[1]
-KERNEL_TREE = REPO / "work" / "trees" / "debian-7.3"
 BASE, MID, TIP = "b" * 40, "c" * 40, "d" * 40
 
 
@@ -59,26 +58,63 @@ def test_cell_records_refuse_bad_values():
         matrix.Cell("x", "x86_64", (), "sometimes", "default", "why")
 
 
-def test_the_cells_ask_what_the_plan_says():
-    all_cell = dict(matrix.CELLS["all"].requests)
-    for sym in ("SMP", "SCHED_MC", "NUMA", "NUMA_MIGRATION", "NUMA_BALANCING", "CGROUPS",
-                "CGROUP_SCHED", "FAIR_GROUP_SCHED", "CFS_BANDWIDTH", "SCHED_AUTOGROUP",
-                "SCHED_CORE", "SCHED_CACHE", "JUMP_LABEL", "NO_HZ_IDLE", "DEBUG_FS",
-                "DEBUG_KERNEL", "PROVE_LOCKING", "KUNIT", matrix.TEST_OPTION):
-        assert all_cell[sym] == "y", sym
-    fgs = dict(matrix.CELLS["fgs-no-cfs-bandwidth+all-tests"].requests)
-    assert fgs["CFS_BANDWIDTH"] == "n" and fgs["KUNIT_ALL_TESTS"] == "y"
-    assert fgs["FAIR_GROUP_SCHED"] == "y" and matrix.TEST_OPTION not in fgs
+def _symbols_the_series_tests():
+    """The CONFIG_ symbols that the series' lines under kernel/ test in an #if
+    or IS_ENABLED(), the test option's own aside."""
+    found = set()
+    for patch in series.read_series():
+        path = None
+        for line in patch.read_text(errors="replace").splitlines():
+            if line.startswith("+++ b/"):
+                path = line[len("+++ b/"):]
+            elif line.startswith("+") and path and path.startswith("kernel/") and \
+                    re.search(r"#\s*if|IS_ENABLED\(", line):
+                found.update(re.findall(r"\bCONFIG_([A-Z0-9_]+)", line))
+    return found - {matrix.TEST_OPTION}
+
+
+def test_every_symbol_the_series_tests_is_built_on_and_off():
+    syms = _symbols_the_series_tests()
+    assert {"FAIR_GROUP_SCHED", "NUMA_BALANCING", "SCHED_CACHE"} <= syms
+    for sym in syms:
+        values = {dict(c.requests).get(sym, "n") for c in matrix.CELLS.values()}
+        assert values >= {"y", "n"}, sym
+
+
+def test_each_all_tests_cell_is_its_direct_cell_with_kunit_all_tests():
+    pairs = [(n, n[:-len("+all-tests")]) for n in matrix.CELLS if n.endswith("+all-tests")
+             and n[:-len("+all-tests")] in matrix.CELLS]
+    assert len(pairs) >= 5
+    for name, direct in pairs:
+        got, base = dict(matrix.CELLS[name].requests), dict(matrix.CELLS[direct].requests)
+        base.pop(matrix.TEST_OPTION, None)
+        assert matrix.CELLS[name].test == "all-tests" and got.pop("KUNIT_ALL_TESTS") == "y"
+        assert got == base, name
+
+
+def test_each_no_cell_turns_off_what_its_name_says_and_keeps_the_rest():
+    full = dict(matrix.CELLS["all"].requests)
+    for name, cell in matrix.CELLS.items():
+        if not name.startswith("no-") or "+" in name:
+            continue
+        sym = name[len("no-"):].upper().replace("-", "_")
+        sym = {"NOHZ": "NO_HZ_IDLE"}.get(sym, sym)     # the one name Kconfig spells apart
+        got = dict(cell.requests)
+        assert got.get(sym, "n") == "n" and full.get(sym) == "y", name
+        # What else differs is what Kconfig needs for that: dependents of
+        # the symbol left out, and the sibling a choice member leaves on
+        # (HZ_PERIODIC for NO_HZ_IDLE); nothing else that 'all' has off.
+        siblings = {"NO_HZ_IDLE": {"HZ_PERIODIC"}}.get(sym, set())
+        assert all(full.get(k) == v for k, v in got.items() if k != sym and k not in siblings), \
+            name
+
+
+def test_the_test_options_modes():
     on = matrix.CELLS["all-tests-turns-option-on"]
     assert matrix.TEST_OPTION not in dict(on.requests)
     assert (matrix.TEST_OPTION, "y") in matrix.TEST_EXPECT[on.test]
-    assert dict(matrix.CELLS["no-numa"].requests).get("NUMA_BALANCING") is None
-    assert dict(matrix.CELLS["no-fair-group-sched"].requests).get("SCHED_AUTOGROUP") is None
-    rt = dict(matrix.CELLS["rt"].requests)
-    assert rt["PREEMPT_RT"] == "y" and rt["NUMA_BALANCING"] == "n"
-    assert "NUMA" not in dict(matrix.CELLS["i386"].requests)
-    assert dict(matrix.CELLS["ppc64le-nosmt"].requests)["SCHED_SMT"] == "n"
-    assert matrix.CELLS["tiny"].requests == ()
+    assert dict(matrix.CELLS["tiny-smp-kunit"].requests)[matrix.TEST_OPTION] == "y"
+    assert matrix.TEST_OPTION not in dict(matrix.CELLS["tiny"].requests)
 
 
 def _kconfig_symbols(tree: Path) -> set:
@@ -92,12 +128,11 @@ def _kconfig_symbols(tree: Path) -> set:
     return found
 
 
-@pytest.mark.skipif(not (KERNEL_TREE / "Kconfig").is_file(),
-                    reason=f"no kernel tree at {KERNEL_TREE}")
-def test_every_symbol_of_the_table_is_in_the_trees_kconfig():
+@pytest.mark.tree
+def test_every_symbol_of_the_table_is_in_the_trees_kconfig(kernel_tree):
     """In the tree's Kconfig files as checked out, or added by the series (the
     tree may be at the base, without the test option)."""
-    known = _kconfig_symbols(KERNEL_TREE)
+    known = _kconfig_symbols(kernel_tree("init/Kconfig"))
     for patch in (REPO / "patches").glob("*.patch"):
         known.update(re.findall(r"^\+\s*(?:menu)?config\s+([A-Z0-9_]+)\s*$",
                                 patch.read_text(errors="replace"), re.M))

@@ -39,6 +39,7 @@ def test_avgidle_probe_reads_the_value_the_gate_compared():
 
 
 def test_every_probe_prints_its_maps_before_the_gate_says_stopped():
+    checked = set()
     for p in probemod.PROBES.values():
         for method in ("kfunc", "kprobe"):
             text = p.bpftrace(method)
@@ -49,6 +50,9 @@ def test_every_probe_prints_its_maps_before_the_gate_says_stopped():
             for name in p.maps:
                 assert f"print(@{name});" in close[0]
                 assert f"@{name}" in text.replace(close[0], "")   # filled elsewhere
+            checked.add(p.name)
+    # Every probe but those that are not bpftrace programs was read.
+    assert len(checked) >= len(probemod.PROBES) // 2 and "swb-cost" in checked
 
 
 def test_unknown_workload_and_probe_list_the_known_ones():

@@ -189,22 +189,19 @@ def test_measure_and_kit_patches_are_not_signed_off_either(tmp_path, monkeypatch
     assert got[0].subject == "sched/fair: Say what the idle scan of a group looks for"
 
 
-def _checkpatch_tree():
+def _checkpatch_tree(kernel_tree):
     from schedlab.source import Tree
-    from schedlab.util import work_dir
-    found = sorted(work_dir().glob("trees/*/scripts/checkpatch.pl"))
-    if not found:
-        pytest.skip("no kernel tree with scripts/checkpatch.pl under work/trees/")
-    path = found[0].parents[1]
+    path = kernel_tree("scripts/checkpatch.pl")
     return Tree(key=path.name, path=path, base="HEAD", description=path.name)
 
 
+@pytest.mark.tree
 @pytest.mark.parametrize("sender", [mailform.CHECK_SENDER, "Jane Doe <jane.doe@linux.dev>"])
-def test_checkpatch_reads_the_mail_form(tmp_path, sender):
+def test_checkpatch_reads_the_mail_form(kernel_tree, tmp_path, sender):
     """The patch as stored (no sign-off) fails checkpatch; as mailed, signed
     off by the check's own identity or a sender, it passes; an old patch's
     placeholder sign-off is not what checkpatch sees."""
-    tree = _checkpatch_tree()
+    tree = _checkpatch_tree(kernel_tree)
     patch = tmp_path / "0001-sched-fair-Say.patch"
     patch.write_text(_patch())
     assert "ERROR: Missing Signed-off-by: line(s)" in c.checkpatch(tree, patch).stdout
@@ -213,8 +210,9 @@ def test_checkpatch_reads_the_mail_form(tmp_path, sender):
     assert c.checkpatch_mailed(tree, patch, sender) == (True, [])
 
 
-def test_checkpatch_of_the_mail_form_names_the_patch(tmp_path):
-    tree = _checkpatch_tree()
+@pytest.mark.tree
+def test_checkpatch_of_the_mail_form_names_the_patch(kernel_tree, tmp_path):
+    tree = _checkpatch_tree(kernel_tree)
     patch = tmp_path / "0001-sched-fair-Say.patch"
     patch.write_text(_patch().replace("stops there.", "stops there. " + "x" * 80))
     clean, said = c.checkpatch_mailed(tree, patch, mailform.CHECK_SENDER)

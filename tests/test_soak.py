@@ -89,7 +89,7 @@ def test_splats_base_also_shows_do_not_fail_patched(tmp_path):
     assert res.problems == ["splat that base does not show: [ 8.0] BUG: KASAN: oops"]
 
 
-def test_soak_script_passes_shellcheck_and_parses():
+def test_soak_script_is_valid_bash_and_counts_each_fault_kind():
     script = package_file("guest/soak.sh")
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
     for name in ("hotplug", "cgroup", "partition", "flip"):

@@ -38,6 +38,7 @@ def fake_lab(monkeypatch, tmp_path):
 
     monkeypatch.setattr(testcmd, "_setup", ok("setup"))
     monkeypatch.setattr(testcmd, "_pytest", ok("pytest"))
+    monkeypatch.setattr(testcmd, "_pytest_tree", ok("pytest tree"))
     monkeypatch.setattr(testcmd, "_lint", ok("lint"))
     monkeypatch.setattr(testcmd.TreeSpec, "resolve", lambda self: FakeTree())
     monkeypatch.setattr(testcmd.series, "read_series", lambda d: [])

@@ -209,5 +209,8 @@ def mypy_cmd() -> List[str]:
     return cmd + [str(PACKAGE)]
 
 
-def pytest_cmd() -> List[str]:
-    return [str(venv_bin("python")), "-m", "pytest", "-q", str(repo_dir() / "tests")]
+def pytest_cmd(marks: str = "not tree") -> List[str]:
+    """The lab's tests that MARKS selects: by default those that need no
+    kernel tree (tests/conftest.py)."""
+    return [str(venv_bin("python")), "-m", "pytest", "-q", "-m", marks,
+            str(repo_dir() / "tests")]

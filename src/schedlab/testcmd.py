@@ -79,6 +79,13 @@ def _pytest(ctx: Dict[str, Any]) -> bool:
     return run(deps.pytest_cmd(), check=False).returncode == 0
 
 
+def _pytest_tree(ctx: Dict[str, Any]) -> bool:
+    """The lab's tests that read a kernel tree, on the fetched one: there a
+    test that skips fails (tests/conftest.py)."""
+    env = {"SCHEDLAB_TEST_TREE": str(ctx["tree"].path)}
+    return run(deps.pytest_cmd("tree"), env=env, check=False).returncode == 0
+
+
 def _lint(ctx: Dict[str, Any]) -> bool:
     """mypy over the package, shellcheck over the guest scripts, the lab's
     commit subjects."""
@@ -221,6 +228,8 @@ def stages_for(req: TestRequest) -> List[Stage]:
     # The series check after the lab build: its W=1 trees share the lab
     # config, so their preparation comes out of ccache on a new machine.
     out += [Stage("fetch", _fetch, ("setup",)),
+            Stage("lab unit tests on the kernel tree (pytest -m tree)", _pytest_tree,
+                  ("fetch",)),
             Stage(lab, _build("lab", BuildSpec("patched", "lab")), ("fetch",)),
             Stage("series check" + (" (with the ppc64le compile)" if req.full else ""),
                   _series_check(ppc=req.full), ("fetch",)),
