@@ -23,10 +23,11 @@ def kernel_tree():
             if not (Path(named) / needs).is_file():
                 pytest.fail(f"${TREE_ENV} names {named}, which has no {needs}")
             return Path(named)
-        from schedlab.util import work_dir
-        found = sorted(work_dir().glob(f"trees/*/{needs}"))
+        work = Path(os.environ.get("SCHEDLAB_WORK") or Path(__file__).resolve().parents[1] / "work")
+        found = sorted(work.glob(f"trees/*/{needs}"))
         if not found:
-            pytest.skip(f"no kernel tree with {needs} under work/trees/")
+            pytest.skip(f"no kernel tree with {needs} under {work}/trees/ "
+                        f"(./schedlab fetch makes one, or name one in ${TREE_ENV})")
         return found[0].parents[len(Path(needs).parts) - 1]
     return find
 
@@ -36,5 +37,6 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.skipped and os.environ.get(TREE_ENV) and item.get_closest_marker("tree"):
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
-        report.longrepr = f"skipped though ${TREE_ENV} names a tree: {report.longrepr}"
+        report.longrepr = f"skipped though ${TREE_ENV} names a tree: {why}"

@@ -19,7 +19,11 @@ def _repo(tmp_path: Path) -> Path:
 def test_a_subject_needs_an_area_and_at_most_72_characters():
     assert commitlint.subject_problems("series check: MAINTAINERS titles") == []
     assert commitlint.subject_problems("README: the first screen") == []
-    assert commitlint.subject_problems("fix the thing") == ["no 'area: ' prefix"]
+    bad = ["not 'area: summary' (one space after the colon)"]
+    assert commitlint.subject_problems("fix the thing") == bad
+    assert commitlint.subject_problems("kunit:  two spaces") == bad
+    assert commitlint.subject_problems('Revert "kunit: a change"') == []
+    assert commitlint.subject_problems("docs/results: a page") == []
     long = "kunit: " + "x" * 66
     assert commitlint.subject_problems(long) == ["73 characters (at most 72)"]
     assert commitlint.subject_problems(long[:-1]) == []
@@ -36,19 +40,17 @@ def test_only_the_commits_after_the_base_are_checked(tmp_path):
     assert commitlint.check(repo) == []
     _commit(repo, "a bad subject")
     problems = commitlint.check(repo)
-    assert len(problems) == 1 and problems[0].endswith("a bad subject: no 'area: ' prefix")
+    assert len(problems) == 1 and "a bad subject: not 'area: summary'" in problems[0]
+    assert "git rebase -i" in problems[0]
 
 
 def test_a_missing_base_is_a_problem_not_a_pass(tmp_path):
+    assert "is not a git checkout" in commitlint.check(tmp_path)[0]
     repo = _repo(tmp_path)
     _commit(repo, "lint: first")
-    assert commitlint.check(repo) == [".ci/commit-lint-base is missing"]
+    assert "missing or empty" in commitlint.check(repo)[0]
     (repo / ".ci").mkdir()
+    (repo / ".ci" / "commit-lint-base").write_text("\n")
+    assert "missing or empty" in commitlint.check(repo)[0]
     (repo / ".ci" / "commit-lint-base").write_text("0" * 40 + "\n")
     assert "which this clone does not have" in commitlint.check(repo)[0]
-
-
-def test_the_labs_own_history_passes():
-    repo = Path(__file__).resolve().parent.parent
-    assert (repo / ".git").exists(), "the lab is a git checkout"
-    assert commitlint.check(repo) == []

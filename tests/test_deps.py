@@ -56,7 +56,7 @@ def test_runtime_dependencies_leave_the_lab_extras_out():
 
 PYPROJECT = ('[project]\nname = "x"\ndependencies = [\n    "a==1",\n    # why\n'
              '    \'b>=2\',\n]\n[project.optional-dependencies]\nplots = ["c"]\n'
-             'dev = [\n  "d>=7", "e",\n]\n[tool.x]\ndependencies = ["no"]\n')
+             'dev = [\n  "d[x]>=7", "e",\n]\n[tool.x]\ndependencies = ["no"]\n')
 
 
 def _read_both(text):
@@ -64,7 +64,7 @@ def _read_both(text):
 
 
 def test_pyproject_reader():
-    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d>=7", "e"])
+    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d[x]>=7", "e"])
 
 
 def test_pyproject_reader_without_tomllib(monkeypatch):
@@ -76,7 +76,7 @@ def test_pyproject_reader_without_tomllib(monkeypatch):
             raise ImportError(name)
         return real_import(name, *a, **k)
     monkeypatch.setattr(builtins, "__import__", no_tomllib)
-    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d>=7", "e"])
+    assert _read_both(PYPROJECT) == (["a==1", "b>=2"], ["a==1", "b>=2", "c", "d[x]>=7", "e"])
 
 
 def test_up_to_date_venv_is_left_alone(monkeypatch, tmp_path):

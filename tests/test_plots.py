@@ -60,3 +60,17 @@ def test_times_under_tcg_carry_the_wall_clock_note(tmp_path):
     assert png.name == "times.png" and png.read_bytes()[:4] == b"\x89PNG"
     i = side(tmp_path / "i", [1e5, 2e5], "icount")
     assert not plots.plot_data(i, i, c.rows(i, i), "a", "b")["wallclock"]
+
+
+def test_without_matplotlib_the_plots_say_what_to_install(monkeypatch):
+    import builtins
+    from schedlab.util import LabError
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *a, **k):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(LabError, match=r"schedlab\[plots\].*--no-plots"):
+        plots._pyplot()

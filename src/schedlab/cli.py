@@ -631,7 +631,7 @@ def add_test(sub: Sub) -> None:
                 "soak, the peer tests and the POWER stages and records the result", """
 ./schedlab test                            # what CI runs: <= 60 min cold, <= 30 warm
 ./schedlab test --full                     # before a changed patch is called done
-./schedlab test --unit-only                # pytest, mypy, shellcheck""")
+./schedlab test --unit-only                # pytest (no tree), mypy, shellcheck, commits""")
     add_tree_opts(s)
     add_vm_opts(s)
     add_topology(s, many=True, help="x86_64 topology boots (default "
@@ -642,7 +642,7 @@ def add_test(sub: Sub) -> None:
                       help="also the debug build, a short soak, the peer tests, the ppc64le "
                            "compile and POWER stages; writes results/test-full/HASH.json")
     tier.add_argument("--unit-only", action="store_true",
-                      help="only the lab's pytest suite and lint")
+                      help="only the lab's tests that need no kernel tree, and lint")
     add_arch(s, help="ppc64le: the POWER stages alone (qemu pseries: topology boots, "
                      "KUnit on SMT8 and SMT4 guests, kunit.py for powerpc)")
 

@@ -109,7 +109,9 @@ def _pyproject_dependencies(text: str, extras: Tuple[str, ...] = ()) -> List[str
 def _array(text: str, table: str, key: str) -> List[str]:
     """The strings of one array of strings, KEY in [TABLE] (without tomllib)."""
     section = re.search(rf"^\[{re.escape(table)}\]$(.*?)(?=^\[|\Z)", text, re.M | re.S)
-    m = section and re.search(rf"^{re.escape(key)}\s*=\s*\[(.*?)\]", section.group(1), re.M | re.S)
+    # The array ends at a ']' that ends its line ("a[b]" is a string's).
+    m = section and re.search(rf"^{re.escape(key)}\s*=\s*\[(.*?)\]\s*$", section.group(1),
+                              re.M | re.S)
     body = re.sub(r"#.*", "", m.group(1)) if m else ""
     return re.findall(r"[\"']([^\"']+)[\"']", body)
 

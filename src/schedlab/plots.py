@@ -18,6 +18,7 @@ from typing import Dict, List, Sequence, Tuple
 from . import probes as probemod
 from . import stats
 from .tables import WALLCLOCK_MARK, WALLCLOCK_NOTE, by_metric, short_wallclock, under_tcg
+from .util import LabError
 
 
 def _plotted(kind: str) -> List[str]:
@@ -34,7 +35,11 @@ LATENCY_FUNCTIONS = (probemod.LATENCY_FUNCTION, *probemod.LATENCY_MORE)
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise LabError("the plots need matplotlib: pip install 'schedlab[plots]', "
+                       "or pass --no-plots") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
