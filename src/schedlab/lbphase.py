@@ -1,63 +1,7 @@
-"""When do parent and child levels compute the same group statistics?
-
-The lb-phase probe (guest/bt/lbphase.bt) keeps one key per busy or idle
-balance that goes on to compute the statistics of a domain's groups
-(should_we_balance() said yes).  This module replays those events in clock
-order against the domains' spans from /proc/schedstat and asks, for every
-busy balance above the lowest level, which of its groups' totals had been
-computed no more than W earlier (by the guest's clock; 4 ms is one jiffy
-at the lab's HZ=250):
-
-- by a balance of the group's own span (the child domain, on any CPU of
-  it): what a cache written at the end of the child's balance could serve;
-- or also by a balance at the parent's level that read the group (another
-  CPU of the span, or the same one earlier): what "write on miss" adds.
-
-The share is of the per-CPU reads (a group counts its weight).  It ignores
-what would refuse or invalidate a cached total (a migration, another dst's
-LLC), so it is an upper bound of what reuse can save, and for NUMA levels it
-takes the groups to be the child domains' spans, which holds for two nodes.
-The same-pass share is the number of parent balances for which the same
-softirq pass had just balanced the child level for the same CPU (the only
-case where the local group's totals are fresh without another CPU).
-
-share_replay() asks the question of SG_STATS_REUSE (the series' lbstats
-topic) of the lb-share probe's events (guest/bt/lbshare.bt): the busy
-balances above the lowest level, each with its time, its domain's weight
-and busy interval.  Their jiffies are counted on the tick's grid
-(jiffies_of()), HZ given (the kernel's config) or told from the events
-(hz_of()).  Only levels that keep sums count (has_sums()).  A busy balance
-leaves the sums of every group whose runqueues it read with the group, and
-another busy balance of the level takes them while stamp <= jiffies <=
-stamp + ttl, ttl = msecs_to_jiffies(balance_interval * busy_factor / 64) of
-the taker's domain; a group taken from sums leaves their stamp as it was.
-A balance again in the same jiffy with the same last_balance is
-sched_balance_rq()'s retry without the busiest CPU (all its tasks pinned):
-counted apart, not replayed.  Moves, which make sums stale, are not seen,
-nor the root's refusal of sums while rd->overloaded is set: the share is an
-upper bound of what the feature serves, with the kernel's own phases.
-Sums another CPU left are counted apart: sharing among CPUs is the
-feature's point.
-
-Each balance visits its groups in the kernel's order, from the one that
-holds the CPU balanced for, in the ring that for_each_cpu_wrap() builds
-(build_sched_groups()), and leaves a group's sums once it has read the
-group's runqueues.  With rq_ns 0 a balance is instantaneous: sums left
-by a balance that began a microsecond earlier serve.  With rq_ns > 0 it
-reads a runqueue in rq_ns, and a group's sums serve only a visit that
-reaches the group after they were left: ticks are not skewed by default
-(skew_tick=0), so a level's balances due in one jiffy start within
-microseconds of each other (should_we_balance()'s return is the time
-recorded), and started together each reads its own group, races the next
-group's balance for the second and takes the rest (the second too where
-it started after that group's balance).  A visit that races takes the
-sums left before, if they are still recent; of two writes of one jiffy
-the later stays (sg_lb_cache_write() leaves only newer sums).  The time
-of a runqueue's read is RQ_NS, a guess, or per level the machine's own:
-the median time the lb-time probe (lbtime.bt) finds the busy balances spend in
-sched_balance_find_src_group() over the runqueues each reads (balance_ns(),
-rq_ns_of()).  The share need not fall as the read gets longer: a later
-visit can find sums a racing one missed.
+"""Replays of the lb-phase and lb-share probes' balance events: when parent
+and child levels compute the same group statistics, and what share of busy
+balances SG_STATS_REUSE's sums would serve.  The method, its bounds and its
+assumptions: docs/measuring.md, "Replays of group statistics".
 """
 
 from __future__ import annotations

@@ -1,33 +1,9 @@
 """The config matrix: the series built in the configs a 0-day robot would try.
 
-A cell is a record: an architecture, Kconfig requests applied in order on
-top of tinyconfig, how the series' KUnit option is set, its tier and why it
-is in the matrix.  A cell runs in these steps, in the lab's tree checked out
-at the commit under test:
-
-  make O=DIR ARCH=A [CROSS_COMPILE=...] tinyconfig
-  scripts/config --file DIR/.config --enable X --disable Y ...   (in order)
-  make O=DIR ARCH=A olddefconfig
-  every requested value (and every expected one) read back from DIR/.config:
-      a request Kconfig dropped fails the cell, naming the symbols
-  make O=DIR ARCH=A -jN vmlinux
-
-ARCH is always given: tinyconfig without it on an x86_64 host makes a
-32-bit kernel (arch/x86/Kconfig: the 64BIT prompt exists only for ARCH=x86).
-
-Every cell of one architecture is built in ONE folder per tree,
-work/build/<tree>/matrix-<arch>/, reused across cells and commits.  When
-the folder is reconfigured, Kbuild's syncconfig touches only the
-include/config/ files of the symbols whose values changed, and fixdep has
-recorded for each object the symbols it depends on: make recompiles only
-the objects that depend on a symbol that changed (and ccache serves what it
-compiled before).  That is what makes a cell cost minutes, not a full build.
-
-The full tier also builds every commit of the series in the cells 'tiny' and
-'fgs-no-cfs-bandwidth+all-tests' (bisect(): which commit breaks the build
-first) and diffs sparse's warnings over kernel/sched/ between the base and
-the tip (sparse_diff()).  Outcomes are values (CellResult); report() turns
-them into text.
+A cell (a record) is an arch and Kconfig requests on top of tinyconfig,
+read back before its vmlinux build; the cells of an arch share one build
+folder.  The full tier adds a bisection of the series and a sparse diff.
+Steps and costs: docs/matrix.md.
 """
 
 from __future__ import annotations
