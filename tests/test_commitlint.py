@@ -24,6 +24,7 @@ def test_a_subject_needs_an_area_and_at_most_72_characters():
     assert commitlint.subject_problems("kunit:  two spaces") == bad
     assert commitlint.subject_problems('Revert "kunit: a change"') == []
     assert commitlint.subject_problems("docs/results: a page") == []
+    assert commitlint.subject_problems("tests, lint: two areas") == []
     long = "kunit: " + "x" * 66
     assert commitlint.subject_problems(long) == ["73 characters (at most 72)"]
     assert commitlint.subject_problems(long[:-1]) == []

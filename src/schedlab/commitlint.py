@@ -15,8 +15,9 @@ from .util import git
 BASE_FILE = Path(".ci") / "commit-lint-base"
 MAX_SUBJECT = 72
 # "area: what", the area a wing, module or doc name ("series check",
-# "lb-time", "README"), then the summary; or git's revert subject.
-SUBJECT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9 ._/+-]{0,30}: \S|Revert \")")
+# "lb-time", "README", two of them as "tests, lint"), then the summary;
+# or git's revert subject.
+SUBJECT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9 ,._/+-]{0,30}: \S|Revert \")")
 FIX = "reword it with git rebase -i BASE (r)"
 
 
