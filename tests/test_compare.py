@@ -229,7 +229,7 @@ def test_headline_of_other_probes_and_the_fallback(tmp_path):
 def test_default_plots_go_under_work(tmp_path, monkeypatch):
     from schedlab import results as resmod
     monkeypatch.setattr(resmod, "work_dir", lambda: tmp_path / "work")
-    assert c.default_plots(Path("/x/docs/results/data/a"), Path("b")) == \
+    assert c.default_plots(Path("/x/results/a"), Path("b")) == \
         tmp_path / "work/results/a-vs-b-plots"
 
 

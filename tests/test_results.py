@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -13,6 +14,9 @@ from schedlab.util import LabError
 
 DATA = Path(__file__).parent / "data" / "tools"
 REPO = Path(__file__).resolve().parents[1]
+# The result sets kept in results/ (the rest of results/ is the lab's records).
+KEPT_SETS = {p.name for p in (REPO / "results").iterdir()
+             if p.is_dir() and p.name not in ("test-full", "soak", "peer-tests")}
 
 
 def make_run(tmp_path: Path, probe: str, status: str = "0") -> Path:
@@ -200,61 +204,75 @@ def test_labels_go_under_work_unless_they_name_a_place(tmp_path, monkeypatch, ca
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(resmod, "work_dir", lambda: tmp_path / "work")
     monkeypatch.setattr(resmod, "repo_dir", lambda: tmp_path / "repo")
-    work, kept, docs = (tmp_path / "work/results", tmp_path / "repo/results",
-                        tmp_path / "repo/docs/results/data")
+    work, kept = tmp_path / "work/results", tmp_path / "repo/results"
     assert resmod.results_dir("ab-smt4-base") == work / "ab-smt4-base"
     assert resmod.results_dir("ab-smt4-base/boot-1") == work / "ab-smt4-base/boot-1"
     assert resmod.results_dir("results/ab-smt4") == kept / "ab-smt4"
-    assert resmod.results_dir("docs/results/data/ab-smt4") == docs / "ab-smt4"
     assert resmod.results_dir("work/results/x") == work / "x"
-    # By label: your own run first, then results/, then the docs' examples.
+    # docs/ holds no result sets: such a label is a plain one, under work/.
+    assert resmod.results_dir("docs/results/data/x") == work / "docs/results/data/x"
+    # By label: your own run first, then results/.
     with pytest.raises(LabError, match="no result set 'ab-smt4-base'"):
         resmod.find("ab-smt4-base")
-    (docs / "ab-smt4-base").mkdir(parents=True)
-    assert resmod.find("ab-smt4-base") == docs / "ab-smt4-base"
     (kept / "ab-smt4-base").mkdir(parents=True)
     assert resmod.find("ab-smt4-base") == kept / "ab-smt4-base"
     (work / "ab-smt4-base").mkdir(parents=True)
     capsys.readouterr()
     assert resmod.find("ab-smt4-base") == work / "ab-smt4-base"
-    assert f"also in {kept / 'ab-smt4-base'}, {docs / 'ab-smt4-base'}" in capsys.readouterr().out
-    assert resmod.find("docs/results/data/ab-smt4-base") == docs / "ab-smt4-base"
-    assert resmod.find(str(docs / "ab-smt4-base")) == docs / "ab-smt4-base"
+    assert f"also in {kept / 'ab-smt4-base'}:" in capsys.readouterr().out
+    assert resmod.find("results/ab-smt4-base") == kept / "ab-smt4-base"
+    assert resmod.find(str(kept / "ab-smt4-base")) == kept / "ab-smt4-base"
 
 
-def test_the_docs_examples_are_where_the_docs_say(monkeypatch):
-    # Every result folder or file a page of docs/results/ names is there, and
-    # the label-based commands of the pages find theirs (tg-report, compare).
+def _expand(path: str) -> List[str]:
+    """{a,b} as the shell expands it."""
+    alts = [path]
+    while any("{" in a for a in alts):
+        a = next(a for a in alts if "{" in a)
+        head, rest = a.split("{", 1)
+        inner, tail = rest.split("}", 1)
+        alts.remove(a)
+        alts += [head + x + tail for x in inner.split(",")]
+    return alts
+
+
+def test_every_kept_result_a_page_names_is_there(monkeypatch):
+    # Every file or folder under results/ a page of docs/ names exists, and
+    # the label-based commands of the pages find theirs in results/.
     monkeypatch.setattr(resmod, "work_dir", lambda: REPO / "no-work-here")
     monkeypatch.setattr(resmod, "repo_dir", lambda: REPO)
-    pages = sorted((REPO / "docs/results").glob("*.md"))
-    cited = 0
+    pages = sorted((REPO / "docs").rglob("*.md"))
+    cited = labels = 0
     for page in pages:
         text = page.read_text()
-        assert "../../results/" not in text, page
-        for m in re.finditer(r"(?:\(|`)(data/[^)`\s]+|docs/results/data/[^)`\s]+)", text):
+        for m in re.finditer(r"(?:\(|`)((?:\.\./)*results/[^)`\s]+)", text):
             path = m.group(1)
-            base = page.parent if path.startswith("data/") else REPO
-            alts = [path]
-            while any("{" in a for a in alts):       # {a,b} as the shell has it
-                a = next(a for a in alts if "{" in a)
-                head, rest = a.split("{", 1)
-                inner, tail = rest.split("}", 1)
-                alts.remove(a)
-                alts += [head + x + tail for x in inner.split(",")]
-            for a in alts:
+            base = page.parent if path.startswith("..") else REPO
+            if not path.startswith("..") and path.split("/")[1] not in KEPT_SETS:
+                continue                 # a label to write (--label results/NAME)
+            for a in _expand(path):
                 a = re.sub(r"ARM|A-vs-B|LABEL|NAME", "*", a.rstrip(".:,"))
                 assert list(base.glob(a)), f"{page.name}: {a}"
                 cited += 1
-        for label in re.findall(r"\./schedlab (?:tg-report|compare) ([A-Za-z0-9-]+)", text):
-            assert resmod.find(label).parent == REPO / "docs/results/data", label
-    assert cited > 50
+        kept = [lab for lab in re.findall(r"\./schedlab (?:tg-report|compare) ([A-Za-z0-9-]+)",
+                                          text) if lab in KEPT_SETS]
+        for label in kept:
+            assert resmod.find(label).parent == REPO / "results", label
+            labels += 1
+    assert cited > 20 and labels > 0
+
+
+def test_docs_hold_no_data_or_scripts():
+    files = [p for p in (REPO / "docs").rglob("*") if p.is_file()]
+    assert files
+    assert not [p for p in files if p.suffix not in (".md", ".png")]
+    assert not (REPO / "docs/results/data").exists()
 
 
 @pytest.mark.parametrize("pattern", ["*/run-*.json", "*/boot-*/run-*.json", "*/plan.json",
                                      "*/boot-*/plan.json"])
 def test_committed_results_read_and_write_back_unchanged(pattern):
-    files = sorted((REPO / "docs/results/data").glob(pattern))
+    files = sorted((REPO / "results").glob(pattern))
     assert files, pattern
     cls = resmod.PlanMeta if pattern.endswith("plan.json") else resmod.Run
     for f in files:

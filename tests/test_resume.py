@@ -182,11 +182,11 @@ def test_ab_writes_under_work_unless_the_label_says_results(tmp_path, monkeypatc
     assert (tmp_path / "repo/results/ab-t-patched/run-stress-100-1.json").is_file()
 
 
-def test_tables_only_finds_the_docs_examples_and_writes_under_work(tmp_path, monkeypatch,
-                                                                   capsys):
+def test_tables_only_finds_the_kept_runs_and_writes_under_work(tmp_path, monkeypatch,
+                                                                capsys):
     FakeLab(tmp_path, monkeypatch)
-    ab.run(request(boots=1, arms=ARMS[:2], prefix="docs/results/data/ab-t"))
-    docs = tmp_path / "repo/docs/results/data"
+    ab.run(request(boots=1, arms=ARMS[:2], prefix="results/ab-t"))
+    docs = tmp_path / "repo/results"
     for f in docs.glob("ab-t/*"):
         f.unlink()
     capsys.readouterr()

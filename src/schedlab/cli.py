@@ -472,7 +472,7 @@ def add_reparse(sub: Sub) -> None:
                 "or folder) again "
                                              "(after a parser change; boots pooled again)", """
 ./schedlab reparse ab-smt4-patched
-./schedlab reparse docs/results/data/icount-smt8-base""")
+./schedlab reparse /tmp/docs/results/data/icount-smt8-base   # a folder""")
     s.add_argument("label", type=result_set_arg)
 
 

@@ -357,7 +357,7 @@ def schbench(text: str) -> Dict[str, Metric]:
 _TG_LINE = re.compile(r"^tg: (\w+) (\S+)", re.M)
 # How far every group's CPU time over the window may exceed the CPUs
 # before the window is taken for a wrong clock.  The lab's TCG runs reach
-# 1.26 (docs/results/data/tg-*; cpu.stat and the window's ends are not read
+# 1.26 (the tg-* sets of docs/results/tg-*.md; cpu.stat and the window's ends are not read
 # at one instant, which explains a little of it), icount runs 1.29; one
 # icount run reached 10.8.
 WINDOW_SLACK = 3.0

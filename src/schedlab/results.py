@@ -3,12 +3,11 @@
 Where a result set lives (results_dir(), find()):
 - work/results/LABEL: what 'measure' and 'ab' write by default (work/ is
   ignored by git, so running the main job leaves the checkout clean);
-- results/NAME, for a label 'results/NAME': kept in the checkout on purpose;
-- docs/results/data/NAME, for a label 'docs/results/data/NAME': the example
-  results the pages of docs/results/ quote.
-A plain label is looked up in those three places in that order (find()):
+- results/NAME, for a label 'results/NAME': kept in the checkout on purpose
+  (the runs the pages of docs/results/ quote).
+A plain label is looked up in those two places in that order (find()):
 'compare ab-smt4-base ab-smt4-patched' finds your own run first, else the
-docs' example.  'scratch/NAME' (the test command's runs) is work/results/NAME.
+kept one.  'scratch/NAME' (the test command's runs) is work/results/NAME.
 
 parse_run() turns one run folder of raw outputs (written by
 guest/run-plan.sh) into a Run; collect() parses a whole plan into its
@@ -35,20 +34,18 @@ from .util import LabError, repo_dir, say, work_dir
 SCRATCH = "scratch/"
 # The label prefixes that name a place in the checkout (see the docstring).
 KEPT = "results/"
-DOCS = "docs/results/data/"
 WORK = "work/results/"
 
 
 def places() -> List[Tuple[str, Path]]:
     """(label prefix, folder) of the places a result set lives, in lookup order."""
     repo = repo_dir()
-    return [(WORK, work_dir() / "results"), (KEPT, repo / "results"),
-            (DOCS, repo / "docs" / "results" / "data")]
+    return [(WORK, work_dir() / "results"), (KEPT, repo / "results")]
 
 
 def results_dir(label: str) -> Path:
     """Where the result set LABEL is written: work/results/LABEL, or the place
-    its prefix names (results/NAME, docs/results/data/NAME, scratch/NAME)."""
+    its prefix names (results/NAME, scratch/NAME)."""
     if label.startswith(SCRATCH):
         return work_dir() / "results" / label[len(SCRATCH):]
     for prefix, root in places():
@@ -59,8 +56,8 @@ def results_dir(label: str) -> Path:
 
 def find(name: str) -> Path:
     """A result set given by folder or by label: a label with a place's prefix
-    is there; a plain label is the first of work/results/, results/,
-    docs/results/data/ that holds it (the others are named)."""
+    is there; a plain label is the first of work/results/ and results/
+    that holds it (the other is named)."""
     p = Path(name)
     if p.is_dir():
         return p

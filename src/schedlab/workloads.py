@@ -75,7 +75,7 @@ _add(Workload("hackbench-overload", "hackbench -g $(( 2 * NCPU )) -l 20", parser
               ("hackbench",), "rt-tests hackbench, processes over sockets, 2 groups per "
               "online CPU (80 tasks per CPU): overloaded and going idle often", timed=False,
               results=("hackbench time",)))
-# For newly idle balancing against NI_RANDOM/NI_RATE (docs/newidle-ni-rate-plan.md):
+# For newly idle balancing against NI_RANDOM/NI_RATE (docs/results/newidle-ni-screen-smt8.md):
 # many short idle periods that IPC wakeups end (a timed sleep rounds up to a
 # tick in the lab's builds).
 _add(Workload("ni-fifo", f"{_G}; stress-ng --fifo $G --fifo-readers 32 --timeout ${{SECS}}s "

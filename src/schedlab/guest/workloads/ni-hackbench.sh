@@ -1,5 +1,5 @@
 #!/bin/bash
-# Newly idle balancing against NI_RANDOM/NI_RATE (docs/newidle-ni-rate-plan.md):
+# Newly idle balancing against NI_RANDOM/NI_RATE (docs/results/newidle-ni-screen-smt8.md):
 # hackbench processes over sockets, one group of 40 per 4 CPUs (10 tasks per
 # CPU), started again until $SECS of guest time have passed, so that the
 # window is about the same on every topology (one fixed-size run took 0.3 s
