@@ -17,14 +17,16 @@ def _repo(tmp_path: Path) -> Path:
 
 
 def test_a_subject_needs_an_area_and_at_most_72_characters():
-    assert commitlint.subject_problems("series check: MAINTAINERS titles") == []
-    assert commitlint.subject_problems("README: the first screen") == []
-    bad = ["not 'area: summary' (one space after the colon)"]
+    assert commitlint.subject_problems("series-check: MAINTAINERS titles") == []
+    bad = ["not 'area: summary' (one lowercase area of [a-z0-9_./-], one space after "
+           "the colon)"]
     assert commitlint.subject_problems("fix the thing") == bad
     assert commitlint.subject_problems("kunit:  two spaces") == bad
+    # One area, lowercase, no spaces: the pattern the lab's rule is written in.
+    for subject in ("series check: two words", "README: capitals", "tests, lint: two areas"):
+        assert commitlint.subject_problems(subject) == bad, subject
     assert commitlint.subject_problems('Revert "kunit: a change"') == []
     assert commitlint.subject_problems("docs/results: a page") == []
-    assert commitlint.subject_problems("tests, lint: two areas") == []
     long = "kunit: " + "x" * 66
     assert commitlint.subject_problems(long) == ["73 characters (at most 72)"]
     assert commitlint.subject_problems(long[:-1]) == []

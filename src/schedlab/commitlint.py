@@ -14,10 +14,10 @@ from .util import git
 
 BASE_FILE = Path(".ci") / "commit-lint-base"
 MAX_SUBJECT = 72
-# "area: what", the area a wing, module or doc name ("series check",
-# "lb-time", "README", two of them as "tests, lint"), then the summary;
-# or git's revert subject.
-SUBJECT = re.compile(r"^(?:[A-Za-z][A-Za-z0-9 ,._/+-]{0,30}: \S|Revert \")")
+# "area: what", the area one lowercase word of a wing, module, path or
+# doc ("kunit", "lb-time", "docs/results"), then the summary; or git's
+# revert subject.
+SUBJECT = re.compile(r"^(?:[a-z0-9_./-]+: \S|Revert \")")
 FIX = "reword it with git rebase -i BASE (r)"
 
 
@@ -27,7 +27,8 @@ def subject_problems(subject: str) -> List[str]:
     if len(subject) > MAX_SUBJECT:
         out.append(f"{len(subject)} characters (at most {MAX_SUBJECT})")
     if not SUBJECT.match(subject):
-        out.append("not 'area: summary' (one space after the colon)")
+        out.append("not 'area: summary' (one lowercase area of [a-z0-9_./-], "
+                   "one space after the colon)")
     return out
 
 
