@@ -246,8 +246,8 @@ def test_cli_matrix_request(monkeypatch):
     monkeypatch.setattr(matrix, "run", fake_run)
     monkeypatch.setattr(cli, "tree_spec", lambda args: type(
         "S", (), {"resolve": staticmethod(lambda: "TREE")})())
-    assert cli.main(["series", "matrix", "--full", "--cells", "tiny,rt", "--end", "v8-tip"]) == 0
-    assert seen == {"tree": "TREE", "tier": "full", "cells": ["tiny", "rt"], "end": "v8-tip"}
+    assert cli.main(["series", "matrix", "--full", "--cells", "tiny,rt", "--end", "my-tip"]) == 0
+    assert seen == {"tree": "TREE", "tier": "full", "cells": ["tiny", "rt"], "end": "my-tip"}
     assert cli.main(["series", "matrix"]) == 0
     assert seen["tier"] == "default" and seen["cells"] is None and seen["end"] is None
 
@@ -290,7 +290,7 @@ def lab(tmp_path, monkeypatch):
     every request held (state: 'kconfig', what olddefconfig forces;
     'link_fails', the cells whose vmlinux fails; 'sparse', the checker's
     lines per commit), and git's answers for a series of two commits
-    (MID, TIP) on BASE, with the tag v8-tip at MID."""
+    (MID, TIP) on BASE, with the tag my-tip at MID."""
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
     events = []
     tree = FakeTree(tmp_path / "linux", events)
@@ -335,7 +335,7 @@ def lab(tmp_path, monkeypatch):
 
     def fake_git(path, *args, check=True):
         if args[0] == "rev-parse":
-            return {"v8-tip^{commit}": MID}.get(args[-1], "")
+            return {"my-tip^{commit}": MID}.get(args[-1], "")
         if args[0] == "rev-list":
             assert args[-1] in (f"{BASE}..{TIP}", f"{BASE}..{MID}")
             return f"{MID}\n{TIP}\n" if args[-1].endswith(TIP) else f"{MID}\n"
@@ -430,7 +430,7 @@ def test_a_dropped_request_fails_the_cell_without_building(lab):
 def test_a_link_failure_shows_its_first_error_lines(lab):
     tree, _, state = lab
     state["link_fails"] = {"fgs-no-cfs-bandwidth+all-tests"}
-    text, ok = matrix.run(tree, cells=["fgs-no-cfs-bandwidth+all-tests"], end="v8-tip")
+    text, ok = matrix.run(tree, cells=["fgs-no-cfs-bandwidth+all-tests"], end="my-tip")
     assert not ok
     assert f"config matrix at {MID[:12]}" in text
     assert "undefined reference to `cfs_bandwidth_usage_inc'" in text

@@ -139,7 +139,7 @@ def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
         _git(repo, "commit", "-q", "-m", "base")
     (a / "f.c").write_text("two\n")
     _git(a, "commit", "-q", "-am", "sched/fair: Change f\n\nWhy.")
-    note = "v13: dropped the shortcut.\n\n  An indented line stays indented."
+    note = "Since the last posting: dropped the shortcut.\n\n  An indented line stays indented."
     _git(a, "notes", "add", "-m", note, "HEAD")
     first = _git(a, "format-patch", "--notes", "--stdout", "HEAD~1..HEAD")
     assert s.cut_notes(first) == note

@@ -16,10 +16,10 @@ lines are prose but for those of command blocks and of tables:
   workload's name over the rows of that workload) is part of it, and the
   indented lines around that span are prose.
 
-A version of the series (v8 to v19; v7.3, the base kernel, is not one)
-belongs below the '---' line, if anywhere: not in the subject's [PATCH vN]
-(series mail adds one with --reroll-count), the changelog or a line the
-patch adds.
+A version of the series (the lab's revisions VERSION matches; the base
+kernel's v7.3 is not one) belongs below the '---' line, if anywhere: not
+in the subject's [PATCH vN] (series mail adds one with --reroll-count),
+the changelog or a line the patch adds.
 """
 
 from __future__ import annotations

@@ -185,7 +185,7 @@ def add_series(sub: Sub) -> None:
 ./schedlab series check                    # checkpatch, per-patch builds, W=1, ppc64le
 ./schedlab series apply --kernel ~/tip     # the series and patches/lab/ onto your tree (a worktree)
 ./schedlab series export --end HEAD~1      # after apply and edits: the series back (HEAD: patches/lab/)
-./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end v8-tip   # 0-day's cell
+./schedlab series matrix --cells fgs-no-cfs-bandwidth+all-tests --end my-tip   # 0-day's cell
 ./schedlab series topics                   # each topic applies alone on the KUnit series
 ./schedlab series objdiff                  # fair.o's production code, KUnit option on = off?
 ./schedlab series objdiff --start base --end posted~9  # what patch 1 changes in fair.o (report)
