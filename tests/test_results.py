@@ -254,7 +254,7 @@ def test_every_kept_result_a_page_names_is_there(monkeypatch):
                 a = re.sub(r"ARM|A-vs-B|LABEL|NAME", "*", a.rstrip(".:,"))
                 assert list(base.glob(a)), f"{page.name}: {a}"
                 cited += 1
-        kept = [lab for lab in re.findall(r"\./schedlab (?:tg-report|compare) ([A-Za-z0-9-]+)",
+        kept = [lab for lab in re.findall(r"\./schedlab compare ([A-Za-z0-9-]+)",
                                           text) if lab in KEPT_SETS]
         for label in kept:
             assert resmod.find(label).parent == REPO / "results", label

@@ -197,8 +197,8 @@ def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
     built_by = {}
     for variant in dict.fromkeys(a.variant for a in req.arms):
         kit = variant == KIT_VARIANT
-        spec = probe_build("patched" if kit else variant, arch=req.arch, accel=req.plan.accel,
-                           profile="profile" in req.plan.probes).with_(kit=kit)
+        spec = probe_build("patched" if kit else variant, arch=req.arch,
+                           accel=req.plan.accel).with_(kit=kit)
         with st.stage(f"build {variant} ({spec.config} config + measurement series"
                       + (" + the kit's switches)" if kit else ")")):
             built_by[variant] = built(tree, spec)

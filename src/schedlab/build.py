@@ -31,7 +31,6 @@ CONFIGS: Dict[str, List[str]] = {
     "lab": ["vng", "lab", "trace"],
     "probe": ["vng", "lab", "trace", "probe"],
     "icount": ["vng", "lab", "trace", "probe", "icount"],
-    "profile": ["vng", "lab", "trace", "probe", "icount", "profile"],
     "debug": ["vng", "lab", "debug"],
     "kcsan": ["vng", "lab", "kcsan"],
 }

@@ -9,7 +9,7 @@ The two main commands:
                      (--full: also soak, peer tests, POWER; a record kept)
 
 Also: setup | fetch | presets | series ... | build | vm | kunit | selftest |
-soak | peer-tests | measure | compare | reparse | tg-report | profile-report | run | hw.
+soak | peer-tests | measure | compare | reparse | run | hw.
 Every command's --help ends with examples.
 """
 
@@ -25,8 +25,7 @@ from . import ab as abmod
 from . import breaks as breaksmod
 from . import build as buildmod
 from . import compare as comparemod
-from . import deps, guests, hw, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd, tgstudy
-from . import profreport
+from . import deps, guests, hw, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd
 from . import measure as measuremod
 from . import peer_tests as peermod
 from . import results as resmod
@@ -505,51 +504,6 @@ def add_compare(sub: Sub) -> None:
                       help="only the headline metrics (the rows 'ab' prints)")
 
 
-def cmd_profile_report(args: argparse.Namespace) -> int:
-    if not args.label and not args.cost:
-        raise LabError("profile-report: name result sets of the profile probe, or --cost "
-                       "result sets of a cost probe")
-    say(profreport.report(args.label, args.cost or [], args.markdown))
-    return 0
-
-
-def add_profile_report(sub: Sub) -> None:
-    s = command(sub, "profile-report", cmd_profile_report,
-                "each function's share of the guest's work: the profile probe's samples "
-                "(per mille of busy samples, mean ± sd over runs) and, with --cost, "
-                "the shares of the functions a cost probe timed, from its exact counts", """
-./schedlab profile-report profile-smt8-base profile-smt8-head
-./schedlab profile-report profile-smt8-base --cost pp-swb-smt8-base --markdown""")
-    s.add_argument("label", nargs="*", type=result_set_arg)
-    s.add_argument("--cost", action="append", type=result_set_arg, metavar="LABEL",
-                   help="a result set of a cost probe (swb-cost, fsg-cost, wake-cost...; "
-                        "repeatable)")
-    s.add_argument("--markdown", action="store_true")
-
-
-def cmd_tg_report(args: argparse.Namespace) -> int:
-    for label in args.label:
-        if len(args.label) > 1:
-            say(f"{label}:")
-        say(tgstudy.table(label, args.markdown))
-    if len(args.label) > 1:
-        say(tgstudy.versus_table(args.label, args.markdown))
-    return 0
-
-
-def add_tg_report(sub: Sub) -> None:
-    s = command(sub, "tg-report", cmd_tg_report,
-                "the task-group gathering study: depth 1 vs depth 2 of the tg-... "
-                "workloads of a result set (label or folder); with several, also "
-                "each boot's depth-2 loss beyond the control, each set against the "
-                "first", """
-./schedlab tg-report tg-scan-smt4-base
-./schedlab tg-report tg-scan-smt8-base --markdown
-./schedlab tg-report tg-ab-smt4-l2-base tg-ab-smt4-l2-aa tg-ab-smt4-l2-on   # an A/A and an A/B""")
-    s.add_argument("label", nargs="+", type=result_set_arg)
-    s.add_argument("--markdown", action="store_true")
-
-
 def cmd_ab(args: argparse.Namespace) -> int:
     req = abmod.AbRequest(tree_spec(args), plan_request(args), args.topology,
                           tuple(abmod.parse_arms(args.arm, args.topic, args.per_patch)),
@@ -675,8 +629,6 @@ def make_parser() -> argparse.ArgumentParser:
     add_measure(sub)
     add_compare(sub)
     add_reparse(sub)
-    add_tg_report(sub)
-    add_profile_report(sub)
     add_run(sub)
     add_hw(sub)
     return p

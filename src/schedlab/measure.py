@@ -29,7 +29,6 @@ from typing import List, Optional, Tuple
 
 from . import icount
 from . import insncount
-from . import profile
 from . import plan as planmod
 from . import results as resmod
 from . import resume
@@ -98,8 +97,6 @@ def _raw_dir(label: str) -> Path:
 def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
                setting: resmod.Setting, timeout: float, online: Optional[int] = None,
                key: str = "", vmlinux: Optional[Path] = None) -> List[resmod.Run]:
-    if "profile" in plan.probes:
-        profile.check_size(topo.cpus if online is None else online, plan.seconds)
     raw = _raw_dir(label)
     folder = planmod.write(plan, raw / "plan")
     if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
@@ -133,14 +130,6 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
             say(f"  the guest kernel crashed: see {raw / 'console.txt'}")
     finally:
         # Also on a timeout or Ctrl-C (the VM is stopped by then): keep what ran.
-        if vmlinux and "profile" in plan.probes:
-            # The profile's addresses into functions, while the vmlinux is at
-            # hand; whatever goes wrong there, the runs are still collected.
-            try:
-                for problem in profile.symbolize(raw, vmlinux):
-                    say(f"  profile: {problem}")
-            except Exception as exc:  # noqa: BLE001
-                say(f"  profile: could not read the samples: {exc}")
         if vmlinux and counts.is_file():
             try:
                 insncount.summarize(raw, vmlinux, counts, setting.commit or "HEAD")
@@ -299,8 +288,7 @@ def measure_build(tree_spec, variant: str, label: str, plan: Plan, topology: str
     deps.setup()
     plan.check_tools()
     tree = tree_spec.resolve()
-    result = built(tree, probe_build(variant, no_build, arch, plan.accel,
-                                     profile="profile" in plan.probes))
+    result = built(tree, probe_build(variant, no_build, arch, plan.accel))
     resume.check_builds(folder, record, {variant: {"commit": result.commit,
                                                    "release": result.release}})
     kept = _kept(label, record)

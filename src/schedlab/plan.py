@@ -98,8 +98,6 @@ class Plan:
             need.add("funclatency-bpfcc")
         if "latency" in self.probes and self.latency_tool == "libbpf":
             need.add("funclatency")
-        if "profile" in self.probes:
-            need.add("perf")
         return sorted(need)
 
     def check_tools(self) -> None:
@@ -115,9 +113,6 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               knobs: Optional[Dict[str, str]] = None, accel: str = "auto") -> Plan:
     """A plan from the command line's comma-separated lists."""
     names = tuple(probemod.probe_names(probes))
-    if "profile" in names and accel != "icount":
-        raise LabError("the profile probe needs --accel icount: its samples are then spread "
-                       "over instructions, not over the host's time")
     if "insns" in names and accel != "icount":
         raise LabError("the insns probe needs --accel icount: its plugin's counts are exact "
                        "only with one host thread for all vCPUs")
@@ -152,7 +147,6 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("KNOB_DIR", KNOB_DIR),
         _env_line("RUN_MARK", RUN_MARK),
         _env_line("SIGDFL", package_file("guest/sigdfl")),
-        _env_line("PROFILE_PERIOD_NS", probemod.PROFILE_PERIOD_NS),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(

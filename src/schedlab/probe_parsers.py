@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from . import insncount, lbphase, parsers
-from . import profile as profmod
 from .bpfgen import IDLE_KEYS
 from .parsers import Metric
 
@@ -29,7 +28,6 @@ class Parsed:
     overhead: Optional[float] = None      # the cost probes' own instructions per call
     core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
     schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
-    profile_out: str = ""                 # profile.txt (profile.py)
     insns_out: str = ""                   # insns.txt (insncount.py)
     perf_stat: str = ""                   # perf-stat.txt (perf stat -x, of the window)
     c2c_stats: str = ""                   # c2c-stats.txt (perf c2c report --stats)
@@ -404,29 +402,6 @@ def insns(p: Parsed) -> None:
         if execs:
             p.metrics[f"{part.name} instructions per execution (insns)"] = Metric(
                 per, "insns", "count", False)
-
-
-def profile(p: Parsed) -> None:
-    """Each function's share of the busy samples (all but those of a CPU
-    waiting in its idle loop; user-space samples count as busy), per mille:
-    "share" with what it calls, "own share" its own code and what is inlined
-    into it."""
-    c = profmod.Counts.parse(p.profile_out)
-    if c is None:
-        p.problems.append("profile: no profile.txt (perf recorded nothing, or the host "
-                          "could not read it)")
-        return
-    busy = c.samples - c.idle
-    p.metrics["profile samples"] = Metric(c.samples, "samples", "count", False)
-    p.metrics["profile busy samples"] = Metric(busy, "samples", "count", False)
-    if busy <= 0:
-        p.problems.append("profile: no busy samples")
-        return
-    for f in profmod.FUNCTIONS:
-        p.metrics[f"{f} share (profile)"] = Metric(1000.0 * c.within[f] / busy, "permille",
-                                                   "count", False)
-        p.metrics[f"{f} own share (profile)"] = Metric(1000.0 * c.own[f] / busy, "permille",
-                                                       "count", False)
 
 
 # The events of the cycles probe (guest/run-plan.sh), in perf stat's CSV:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import bpfgen, insncount, lbphase, parsers
-from . import profile as profmod
 from . import probe_parsers as pp
 # A probe's parser gets and gives a Parsed (probe_parsers.py); importers of
 # the registry take it from here.
@@ -286,17 +285,6 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
           LATENCY_MORE, (),
           tuple(MetricSpec(f"{f} mean time (funclatency)", "ns") for f in LATENCY_MORE),
           pp.latency_more),
-    Probe("profile", "perf samples of every CPU on a cpu-clock timer, kernel call chains, no "
-                     "probe attached: each function's share of the busy samples in per mille "
-                     "(instructions under --accel icount; profile.py); alone in its plan",
-          (), (),
-          (MetricSpec("profile samples", "samples", expected=True),
-           MetricSpec("profile busy samples", "samples", expected=True),
-           *(MetricSpec(f"{f} share (profile)", "permille", headline=True, expected=True)
-             for f in profmod.FUNCTIONS),
-           *(MetricSpec(f"{f} own share (profile)", "permille", expected=True)
-             for f in profmod.FUNCTIONS)),
-          pp.profile),
     Probe("cycles", "perf stat of every CPU over the run's window: cycles, instructions, "
                     "their ratio (needs a PMU: where perf stat cannot count cycles, as in "
                     "the lab's TCG guests, the probe is dropped with a note)", (), (),
@@ -331,8 +319,6 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
     SCAN_COST,
 )}
 DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
-# The profile's sampling period per CPU (profile.py says why this one).
-PROFILE_PERIOD_NS = profmod.PERIOD_NS
 
 # The metrics every run has, whatever its probes: CPU busy time from
 # /proc/stat, balance counts by domain from /proc/schedstat (names made up
@@ -342,7 +328,7 @@ SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %")
 
 def probe_names(text: Optional[str]) -> List[str]:
     names = text.split(",") if text else list(DEFAULT_PROBES)
-    for alone in ("profile", "insns"):
+    for alone in ("insns",):
         if alone in names and len(names) > 1:
             raise LabError(f"the {alone} probe runs alone: the other probes' own instructions "
                            f"would be in its counts (asked: {','.join(names)})")

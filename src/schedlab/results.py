@@ -220,7 +220,6 @@ def parse_run(d: Path, w: workmod.Workload,
                              latency_tool, overhead,
                              core_of=core_of or {},
                              schedstat=_read(d, "schedstat-before.txt"),
-                             profile_out=_read(d, "profile.txt"),
                              insns_out=_read(d, "insns.txt"),
                              perf_stat=_read(d, "perf-stat.txt"),
                              c2c_stats=_read(d, "c2c-stats.txt"))

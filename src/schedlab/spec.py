@@ -47,14 +47,10 @@ class BuildSpec:
 
 # The build every measurement uses: the probe config with the measurement
 # series; under icount the same with JUMP_LABEL on (configs/icount.config),
-# static keys patched as distributions have them; for the profile probe also
-# high-resolution timers (configs/profile.config).
+# static keys patched as distributions have them.
 def probe_build(variant: str, no_build: bool = False, arch: Optional[str] = None,
-                accel: str = "auto", profile: bool = False) -> BuildSpec:
-    if profile and (arch or "x86_64") != "x86_64":
-        # Its addresses, idle functions and interrupt entries are x86_64's (profile.py).
-        raise LabError(f"the profile probe runs on x86_64 guests only, not {arch}")
-    config = "profile" if profile else "icount" if accel == "icount" else "probe"
+                accel: str = "auto") -> BuildSpec:
+    config = "icount" if accel == "icount" else "probe"
     return BuildSpec(variant, config, arch, True, no_build)
 
 

@@ -226,27 +226,6 @@ if grep -qx latency-lb "$OUT/probes-used.txt" 2>/dev/null; then
 	esac
 fi
 
-# The profile (probes.py, profile.py): perf samples of every CPU on a
-# cpu-clock timer, kernel call chains, no probe attached.  perf writes into
-# the guest's own /tmp (it cannot write the host's folder from its ring
-# buffer), and the file moves beside the run's outputs when perf has
-# stopped; the host turns the addresses into functions.  Where the kernel
-# was loaded (KASLR) is kept for that.
-PROFILE=
-if grep -qx profile "$OUT/probes-used.txt" 2>/dev/null; then
-	if command -v perf > /dev/null; then
-		PROFILE=1
-		grep -w -e _text -e _etext /proc/kallsyms > "$OUT/kernel-text.txt"
-		# No throttling of the sample rate by perf's time budget: the
-		# rate is part of what was asked (the rate first: with no time
-		# budget the kernel refuses to change it).
-		sysctl -q kernel.perf_event_max_sample_rate=$(( 1000000000 / PROFILE_PERIOD_NS + 1000 )) 2>/dev/null
-		sysctl -q kernel.perf_cpu_time_max_percent=0 2>/dev/null
-		mkfifo "$PD/perf-ctl" "$PD/perf-ack"
-	else
-		echo "profile: perf is not installed (Debian package linux-perf)" >> "$OUT/probes-missing.txt"
-	fi
-fi
 # The cycles probe (probes.py): perf stat of every CPU over each run's
 # window.  Where nothing counts cycles (no PMU: the lab's TCG guests, many
 # VMs) the probe is dropped here with a note, not failed in every run.
@@ -376,20 +355,6 @@ while read -r name i <&3; do
 		MOREP+=("$!")
 		wait_for "$d/latency-$f.txt" Tracing $! $LATWAIT || echo "latency tool did not attach to $f" >> "$d/problems.txt"
 	done
-	if [ -n "$PROFILE" ]; then
-		# Events opened disabled (-D -1) and enabled through the control
-		# fifo once perf has set up (it scans every process first, slowly
-		# under TCG): the samples start when perf says so.
-		perf record -a -g --kernel-callchains -e cpu-clock -c "$PROFILE_PERIOD_NS" -N -B -D -1 \
-			--control "fifo:$PD/perf-ctl,$PD/perf-ack" \
-			-o "$PD/perf.data" > "$d/perf-record.txt" 2>&1 3<&- &
-		PERFP=$!
-		# shellcheck disable=SC2016  # the inner shell expands its own arguments
-		if ! timeout 120 bash -c 'echo enable > "$1" && head -c 3 "$2" > /dev/null' _ \
-				"$PD/perf-ctl" "$PD/perf-ack"; then
-			echo 'perf record did not start sampling within 120 s' >> "$d/problems.txt"
-		fi
-	fi
 	# perf c2c starts before the window opens and stops after it closes, so
 	# that neither its start nor its exit (perf record reads its samples
 	# back then) falls inside what the other probes count; no build-ids
@@ -420,10 +385,6 @@ while read -r name i <&3; do
 	# a run whose scheduler counts are whole is kept without them.
 	if [ -n "$C2C" ]; then
 		stop "$C2CP" "perf c2c record" "$d/notes.txt"
-	fi
-	if [ -n "$PROFILE" ]; then
-		stop "$PERFP" "perf record" "$d/problems.txt"
-		mv "$PD/perf.data" "$d/perf.data" 2>/dev/null || echo 'perf record wrote no data' >> "$d/problems.txt"
 	fi
 	stop $BPF bpftrace "$d/notes.txt" 40
 	if [ ${#LATC[@]} -gt 0 ]; then
