@@ -2,8 +2,9 @@
 
 import pytest
 
-from schedlab import ab, kselftest, topics
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.measuring import ab
+from schedlab.series import kselftest, topics
 
 
 def test_ab_arms_parse_and_pair():

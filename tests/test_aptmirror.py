@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import aptmirror
-from schedlab.util import LabError
+from schedlab.core import aptmirror
+from schedlab.core.util import LabError
 
 DEB822 = """\
 Types: deb

@@ -5,10 +5,10 @@ import subprocess
 
 import pytest
 
-from schedlab import breaks
-from schedlab.series import patches_dir, read_series
-from schedlab.source import Tree
-from schedlab.util import LabError
+from schedlab.core.source import Tree
+from schedlab.core.util import LabError
+from schedlab.series import breaks
+from schedlab.series.patchset import patches_dir, read_series
 
 
 def hunk_post_images(path: str):

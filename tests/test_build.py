@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import build as b
-from schedlab.util import LabError
+from schedlab.core import build as b
+from schedlab.core.util import LabError
 
 
 def test_parse_config_set_unset_and_strings():
@@ -64,7 +64,7 @@ def test_icount_is_the_probe_config_with_jump_label():
     icount = b.merge_fragments([f.read_text() for f in b.config_fragments("icount", arch)])
     diff = {k for k in set(probe) | set(icount) if probe.get(k) != icount.get(k)}
     assert diff == {"CONFIG_JUMP_LABEL"} and icount["CONFIG_JUMP_LABEL"] == "y"
-    from schedlab.spec import probe_build
+    from schedlab.measuring.measure import probe_build
     assert probe_build("base", accel="icount").config == "icount"
     assert probe_build("base").config == "probe"
 
@@ -108,7 +108,8 @@ def test_ccache_env_is_folder_independent(monkeypatch, tmp_path):
 
 def test_a_build_of_the_same_commit_and_fragments_is_reused(tmp_path):
     import json
-    from schedlab import build as b
+
+    from schedlab.core import build as b
     arch = b.get_arch(None)
     image = tmp_path / arch.image_path
     image.parent.mkdir(parents=True)
@@ -127,7 +128,7 @@ def test_a_build_of_the_same_commit_and_fragments_is_reused(tmp_path):
 
 
 def test_config_fragments_ship_in_the_package():
-    from schedlab import util
+    from schedlab.core import util
     assert b.CONFIG_DIR == util.PACKAGE / "configs"
     for f in b.config_fragments("probe", b.get_arch("x86_64")):
         assert f.parent == b.CONFIG_DIR

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import changelog as cl
+from schedlab.series import changelog as cl
 
 TEMPLATE = (Path(__file__).parent / "data" / "patch-template.txt").read_text()
 

@@ -51,8 +51,9 @@ def test_typed_requests_from_options():
 @pytest.fixture
 def no_work(monkeypatch):
     """Any fetch, build or boot fails the test: bad input must stop before them."""
-    from schedlab import build as buildmod
-    from schedlab import deps, matrix, source, spec, topics, vm
+    from schedlab.core import build as buildmod
+    from schedlab.core import deps, source, vm
+    from schedlab.series import matrix, topics
 
     def forbidden(what):
         def fail(*a, **k):
@@ -60,7 +61,6 @@ def no_work(monkeypatch):
         return fail
     monkeypatch.setattr(deps, "setup", forbidden("setup"))
     monkeypatch.setattr(source, "resolve_tree", forbidden("a fetch"))
-    monkeypatch.setattr(spec, "built", forbidden("a build"))
     monkeypatch.setattr(buildmod, "build", forbidden("a build"))
     monkeypatch.setattr(vm, "boot", forbidden("a boot"))
     monkeypatch.setattr(buildmod, "run_make", forbidden("make"))

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import compare as c
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.measuring import compare as c
 
 SETTING = {"topology": "smt4", "config": "probe", "probe_tool": "bpftrace", "arch": "x86_64"}
 
@@ -227,7 +227,7 @@ def test_headline_of_other_probes_and_the_fallback(tmp_path):
 
 
 def test_default_plots_go_under_work(tmp_path, monkeypatch):
-    from schedlab import results as resmod
+    from schedlab.measuring import results as resmod
     monkeypatch.setattr(resmod, "work_dir", lambda: tmp_path / "work")
     assert c.default_plots(Path("/x/results/a"), Path("b")) == \
         tmp_path / "work/results/a-vs-b-plots"
@@ -236,8 +236,8 @@ def test_default_plots_go_under_work(tmp_path, monkeypatch):
 def test_every_headline_meaning_names_metrics_the_records_make():
     import re as _re
 
-    from schedlab import probes as probemod
-    from schedlab import workloads as workmod
+    from schedlab.measuring import probes as probemod
+    from schedlab.measuring import workloads as workmod
     names = [m.name for m in probemod.catalogue()] + [
         r for w in workmod.all_results() for r in w.results]
     names += [f"{m.name} (MC)" for m in probemod.catalogue() if m.per_domain]

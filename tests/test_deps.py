@@ -2,8 +2,8 @@
 
 import pytest
 
-from schedlab import deps
-from schedlab.util import LabError
+from schedlab.core import deps
+from schedlab.core.util import LabError
 
 
 def test_not_root_lists_missing_packages(monkeypatch):
@@ -108,7 +108,7 @@ def test_changed_requirements_install_the_list(monkeypatch, tmp_path):
 
 def test_mypy_and_pytest_commands_use_the_venv(monkeypatch, tmp_path):
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
-    from schedlab import util
+    from schedlab.core import util
     py = str(tmp_path / "venv" / "bin" / "python")
     cmd = deps.mypy_cmd()
     assert cmd[:3] == [py, "-m", "mypy"] and cmd[-1] == str(util.PACKAGE)

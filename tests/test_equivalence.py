@@ -1,6 +1,6 @@
 import math
 
-from schedlab import equivalence as eq
+from schedlab.measuring import equivalence as eq
 
 
 def _runs(workload, values, metric="stress-ng cpu bogo-ops/s", unit="ops/s", hib=True,

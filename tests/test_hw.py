@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import hw, hwreport
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.kit import hw, hwreport
 
 ARM = {a.name: a for a in hw.ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
@@ -202,11 +202,11 @@ def test_the_runs_are_an_ab_request_on_this_machine():
 
 
 def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypatch):
-    from schedlab import ab
-    from schedlab import measure as measuremod
-    from schedlab import plan as planmod
-    from schedlab import results as resmod
-    from schedlab.util import Stages
+    from schedlab.core.util import Stages
+    from schedlab.measuring import ab
+    from schedlab.measuring import measure as measuremod
+    from schedlab.measuring import plan as planmod
+    from schedlab.measuring import results as resmod
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
     monkeypatch.setattr(measuremod, "host_setting",
@@ -236,7 +236,7 @@ def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch)
 
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
-    from schedlab.util import LabError
+    from schedlab.core.util import LabError
     arms, bench = hw.pick(hw.ARMS, ["series", "lbstats"], ["stress-100"])
     assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
     assert hw.pick(hw.ARMS, None, None) == (list(hw.ARMS), list(hw.BENCHMARKS))
@@ -257,7 +257,8 @@ REHEARSAL = Path(__file__).resolve().parent / "data" / "hw-rehearsal-smt8"
 def _rehearsal_report(tmp_path):
     import json
     import shutil
-    from schedlab import hwreport
+
+    from schedlab.kit import hwreport
     results = tmp_path / "hw"
     shutil.copytree(REHEARSAL / "hw", results)
     machine = json.loads((REHEARSAL / "machine.json").read_text())
@@ -294,7 +295,7 @@ def test_the_report_says_what_is_not_in_it(tmp_path):
 
 
 def test_a_report_before_any_comparison_says_so(tmp_path):
-    from schedlab import hwreport
+    from schedlab.kit import hwreport
     arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in hw.ARMS[:3]]
     text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"]).read_text()
     assert text.count("Not compared yet") == 2
@@ -302,7 +303,7 @@ def test_a_report_before_any_comparison_says_so(tmp_path):
 
 
 def _fake_kit(tmp_path, monkeypatch, behaviour):
-    from schedlab import ab
+    from schedlab.measuring import ab
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     monkeypatch.setattr(hw, "preflight", lambda: hw.Preflight([]))
     monkeypatch.setattr(hw, "machine_record", lambda: {"model": "test box"})
@@ -350,7 +351,7 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
 
 
 def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
-    from schedlab.util import LabError
+    from schedlab.core.util import LabError
 
     def refused(req):
         raise LabError("resume: a different request")
@@ -367,7 +368,8 @@ def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
 
 def test_only_complete_runs_count_as_finished(tmp_path):
     import json
-    from schedlab import hwreport
+
+    from schedlab.kit import hwreport
     for boot, complete in ((0, True), (1, False)):
         d = tmp_path / f"boot-{boot}"
         d.mkdir()
@@ -376,14 +378,15 @@ def test_only_complete_runs_count_as_finished(tmp_path):
 
 
 def test_report_again_needs_a_run(tmp_path, monkeypatch):
-    from schedlab.util import LabError
+    from schedlab.core.util import LabError
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     with pytest.raises(LabError, match="no run to report on"):
         hw.report_again()
 
 
 def test_the_swb_arms_walk_the_topic_patch_by_patch():
-    from schedlab import series as series_mod, topics
+    from schedlab.series import patchset as series_mod
+    from schedlab.series import topics
     swb = [a for a in hw.ARMS if a.needs == "swb_state"]
     # v7.3 (state 0), then the topic up to each of its patches but the last,
     # which is the whole series: the reference arm.
@@ -392,46 +395,46 @@ def test_the_swb_arms_walk_the_topic_patch_by_patch():
     assert [dict(a.knobs)["swb_state"] for a in swb] == [str(i) for i in range(count)]
     # The series' own state (4) is the reference's: it writes nothing.
     assert hw.ARMS[0].knobs == () and "swb_state" in {n.name for n in hw.KERNEL_NEEDS}
-    from schedlab import plan as planmod
+    from schedlab.measuring import plan as planmod
     assert planmod.parse_knobs(["swb_state=0"]) == {"swb_state": "0"}
 
 
 def test_the_kit_builds_on_the_whole_series_and_the_measurement_series():
-    from schedlab import series
-    from schedlab.spec import BuildSpec
-    from schedlab.util import LabError
-    assert BuildSpec("patched", kit=True).name == "patched+measure+kit" == series.KIT
+    from schedlab.core.spec import BuildSpec
+    from schedlab.core.util import LabError
+    from schedlab.series import patchset
+    assert BuildSpec("patched", kit=True).name == "patched+measure+kit" == patchset.KIT
     assert BuildSpec("patched", measure=True).name == "patched+measure"
     with pytest.raises(LabError, match="whole series"):
-        series.variant_patches("base", False, kit=True)
-    names = [p.name for p in series.variant_patches("patched", False, kit=True)]
-    posted, kit = series.read_series(), series.read_series(series.kit_dir())
+        patchset.variant_patches("base", False, kit=True)
+    names = [p.name for p in patchset.variant_patches("patched", False, kit=True)]
+    posted, kit = patchset.read_series(), patchset.read_series(patchset.kit_dir())
     assert posted and kit
     assert names[:len(posted)] == [p.name for p in posted]
     assert names[-len(kit):] == [p.name for p in kit]
 
 
 def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
-    from schedlab import kit
+    from schedlab.series import kit_copies
     def fn(name, body):
         return (f"static __always_inline int\n{name}(struct lb_env *env, struct cpumask *m)\n"
                 f"{{\n\t{body}\n}}\n")
     originals = [fn("__should_we_balance", "return 0;"), fn("__should_we_balance", "return 1;")]
     good = "x\n" + fn("__should_we_balance_s0", "return 0;") + \
         fn("__should_we_balance_s1", "return 1;")
-    assert kit.function_text(good, "__should_we_balance_s1") == \
+    assert kit_copies.function_text(good, "__should_we_balance_s1") == \
         fn("__should_we_balance_s1", "return 1;")
-    assert kit.compare(good, originals) == []
+    assert kit_copies.compare(good, originals) == []
     stale = good.replace("return 1;", "return 2;")
-    assert "state 1" in kit.compare(stale, originals)[0]
+    assert "state 1" in kit_copies.compare(stale, originals)[0]
     cut = good.split("static __always_inline int\n__should_we_balance_s1")[0]
-    assert "no __should_we_balance_s1()" in kit.compare(cut, originals)[0]
+    assert "no __should_we_balance_s1()" in kit_copies.compare(cut, originals)[0]
     extra = good + fn("__should_we_balance_s2", "return 2;")
-    assert "a state 2" in kit.compare(extra, originals)[0]
+    assert "a state 2" in kit_copies.compare(extra, originals)[0]
 
 
 def test_each_swb_state_is_also_compared_with_the_state_before():
-    from schedlab import hwreport
+    from schedlab.kit import hwreport
     arms = list(hw.ARMS)
     assert hw.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
                                     ("swb-busy", "swb-one-cpu"),
@@ -447,7 +450,7 @@ def test_each_swb_state_is_also_compared_with_the_state_before():
 
 
 def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
-    from schedlab import ab
+    from schedlab.measuring import ab
     seen = []
     monkeypatch.setattr(ab, "_pair_tables",
                         lambda out, tag, a, b, plots: seen.append(tag) or ("", out / "x"))
@@ -462,7 +465,7 @@ def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
 
 
 def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
-    from schedlab import ab
+    from schedlab.measuring import ab
     assert hw.request(hw.ARMS[:2], 1, 1, 5, plots=False).plots is False
     seen = []
     monkeypatch.setattr(ab, "_pair_tables",

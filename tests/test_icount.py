@@ -2,8 +2,9 @@
 
 from pathlib import Path
 
-from schedlab import icount, parsers, topology, vm
-from schedlab import probes as probemod
+from schedlab.core import topology, vm
+from schedlab.measuring import icount, parsers
+from schedlab.measuring import probes as probemod
 
 DATA = Path(__file__).parent / "data"
 
@@ -146,8 +147,9 @@ def test_icount_boot_is_single_thread_tcg_with_icount():
 
 def test_a_cost_probe_is_measured_alone():
     import pytest
-    from schedlab import plan as planmod
-    from schedlab.util import LabError
+
+    from schedlab.core.util import LabError
+    from schedlab.measuring import plan as planmod
     assert planmod.make_plan("stress-50", "swb-cost", accel="icount").probes == ("swb-cost",)
     with pytest.raises(LabError, match="measured alone"):
         planmod.make_plan("stress-50", "swb-cost,lb-cost")

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import insncount as ic
-from schedlab import plan as planmod
-from schedlab import probe_parsers as pp
-from schedlab import topology, vm
-from schedlab.util import LabError
+from schedlab.core import topology, vm
+from schedlab.core.util import LabError
+from schedlab.measuring import insncount as ic
+from schedlab.measuring import plan as planmod
+from schedlab.measuring import probe_parsers as pp
 
 NM = """\
 ffffffff81000100 0000000000000040 t update_sd_lb_stats.constprop.0

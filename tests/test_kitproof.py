@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import ab, kitproof
+from schedlab.kit import kitproof
+from schedlab.measuring import ab
 
 KIT = Path("/kit/vmlinux")
 VMLINUX = {**{s: Path(f"/at-{s}/vmlinux") for s in kitproof.STATE_NAMES}, "kit": KIT}

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import kunit as k
-from schedlab import kunit_report
-from schedlab import kunit_tool
-from schedlab import topology as t
-from schedlab import vm
+from schedlab.core import topology as t
+from schedlab.core import vm
+from schedlab.series import kunit as k
+from schedlab.series import kunit_report, kunit_tool
 
 DATA = Path(__file__).parent / "data"
 CONSOLE = DATA / "kunit-console-2x12x8.txt"

@@ -7,7 +7,7 @@ series at patch 3: the 90% and 50% busy targets are still missed there).
 
 from pathlib import Path
 
-from schedlab import kunit_report as r
+from schedlab.series import kunit_report as r
 
 DATA = Path(__file__).parent / "data"
 CONSOLE = (DATA / "kunit-console-2x12x8.txt").read_text()
@@ -27,7 +27,7 @@ def test_probe_table_markdown():
     table = r.probe_table(r.parse_probe_lines(CONSOLE)).splitlines()
     assert table[0] == ("| fixture | busy % | upstream probes/pass | probes/pass | fewer by | "
                         "calls/pass | max probes/call (upstream) | per level (upstream) |")
-    # compare.render_table's alignment: two label columns, then numbers.
+    # util.render_table's alignment: two label columns, then numbers.
     assert table[1] == "|---|---|---:|---:|---:|---:|---:|---:|"
     # A console from before the upstream comparison: its columns stay empty.
     assert "| smt8-2x12x8 | 100 |  | 4032 |  | 408 | 96 | SMT:192 MC:1536 NUMA:2304 |" in table
@@ -116,7 +116,8 @@ def test_report_lines():
 
 
 def test_busy_rate_weights_each_level_by_its_interval():
-    from schedlab import kunit_report as kr
+    from schedlab.series import kunit_report as kr
+
     # 2 CPUs per SMT core, 64 CPUs: SMT balanced every 2*16 ms, NUMA every 64*16 ms.
     assert kr.busy_rate("SMT:64,MC:0,NUMA:64", (2, 32, 64)) == \
         64 / 64 * 1000 / 32 + 64 / 64 * 1000 / 1024

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from schedlab import kunit_tool as kt
-from schedlab import vm
+from schedlab.core import vm
+from schedlab.series import kunit_tool as kt
 
 # The JSON report of the README's kunit.py command in the lab (53 tests).
 REAL_REPORT = Path(__file__).parent / "data" / "kunit-tool-report.json"

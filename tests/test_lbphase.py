@@ -1,7 +1,7 @@
 """The lb-phase replay: which group totals a parent level finds fresh."""
 
-from schedlab import lbphase, parsers
-from schedlab import probes as probemod
+from schedlab.measuring import lbphase, parsers
+from schedlab.measuring import probes as probemod
 
 # Two cores of two threads under one MC domain (schedstat version 17 lines).
 SCHEDSTAT = "version 17\ntimestamp 1\n" + "".join(

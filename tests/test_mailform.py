@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import mailform as mf
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.series import mailform as mf
 
 SENDER = "Jane Doe <jane.doe@linux.dev>"
 PLACEHOLDER = "Seed 1 maintainers <maintainers@users.noreply.a-seed-1.example>"

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import build as buildmod
-from schedlab import cli, matrix, series
-from schedlab.util import LabError
+from schedlab import cli
+from schedlab.core import build as buildmod
+from schedlab.core.util import LabError
+from schedlab.series import matrix, patchset
 
 REPO = Path(__file__).resolve().parents[1]
 BASE, MID, TIP = "b" * 40, "c" * 40, "d" * 40
@@ -62,7 +63,7 @@ def _symbols_the_series_tests():
     """The CONFIG_ symbols that the series' lines under kernel/ test in an #if
     or IS_ENABLED(), the test option's own aside."""
     found = set()
-    for patch in series.read_series():
+    for patch in patchset.read_series():
         path = None
         for line in patch.read_text(errors="replace").splitlines():
             if line.startswith("+++ b/"):
@@ -346,8 +347,8 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(buildmod, "run_make", fake_make)
     monkeypatch.setattr(matrix, "run_cmd", fake_scripts_config)
     monkeypatch.setattr(matrix, "git", fake_git)
-    monkeypatch.setattr(matrix.series, "git", fake_git)
-    monkeypatch.setattr(matrix.series, "ensure_variant", lambda t, variant: TIP)
+    monkeypatch.setattr(matrix.patchset, "git", fake_git)
+    monkeypatch.setattr(matrix.patchset, "ensure_variant", lambda t, variant: TIP)
     monkeypatch.setattr(buildmod, "known_symbols",
                         lambda path, syms: {s for s in syms if s != "CONFIG_" +
                                             matrix.TEST_OPTION or tree.head != BASE})

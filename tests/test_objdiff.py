@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from schedlab import objdiff
+from schedlab.series import objdiff
 
 DATA = Path(__file__).parent / "data" / "objdiff"
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import parsers as p
+from schedlab.measuring import parsers as p
 
 DATA = Path(__file__).parent / "data" / "tools"
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import parsers
-from schedlab import probes as probemod
-from schedlab import plan as planmod
-from schedlab import results as resmod
-from schedlab import workloads as workmod
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.measuring import parsers
+from schedlab.measuring import plan as planmod
+from schedlab.measuring import probes as probemod
+from schedlab.measuring import results as resmod
+from schedlab.measuring import workloads as workmod
 
 FAKEBIN = Path(__file__).parent / "data" / "fakebin"
 
@@ -162,7 +162,7 @@ def test_guest_scripts_pass_shellcheck():
     import shutil
     if not shutil.which("shellcheck"):
         pytest.skip("shellcheck is not installed ('./schedlab setup' installs it)")
-    from schedlab.util import package_file
+    from schedlab.core.util import package_file
     scripts = sorted(str(p) for p in package_file("guest").rglob("*.sh"))
     assert len(scripts) >= 4
     assert subprocess.run(["shellcheck", *scripts]).returncode == 0
@@ -180,7 +180,7 @@ def test_every_plan_measures_a_cost_probe_alone():
 
 
 def test_a_workload_can_ask_for_a_longer_time_limit():
-    from schedlab import plan as planmod
+    from schedlab.measuring import plan as planmod
     p = planmod.make_plan("stress-50,tg-switch-d2-seed-t8", "migrate", seconds=10)
     assert p.limit == 300
     assert planmod.make_plan("stress-50", "migrate", seconds=60).limit == 360
@@ -189,7 +189,7 @@ def test_a_workload_can_ask_for_a_longer_time_limit():
 def test_the_estimate_counts_a_workload_s_own_overhead():
     # The VM's time limit is three times the estimate: a plan of tg runs,
     # each about two minutes under TCG, must not be stopped halfway.
-    from schedlab import measure
+    from schedlab.measuring import measure
     p = planmod.make_plan(",".join(f"tg-switch-d{d}-seed-t8" for d in (1, 2)), "migrate",
                           runs=3, seconds=10)
     assert measure.estimate_seconds(p) == 90 + 6 * (10 + 25 + 80)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from schedlab import compare as c
-from schedlab import plots
+from schedlab.measuring import compare as c
+from schedlab.measuring import plots
 
 SETTING = {"topology": "smt4", "config": "probe", "probe_tool": "bpftrace/kfunc"}
 
@@ -64,7 +64,8 @@ def test_times_under_tcg_carry_the_wall_clock_note(tmp_path):
 
 def test_without_matplotlib_the_plots_say_what_to_install(monkeypatch):
     import builtins
-    from schedlab.util import LabError
+
+    from schedlab.core.util import LabError
     real_import = builtins.__import__
 
     def no_matplotlib(name, *a, **k):

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import compare, parsers, plots
-from schedlab import probe_parsers as pp
-from schedlab import probes as probemod
-from schedlab import workloads as workmod
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.measuring import compare, parsers, plots
+from schedlab.measuring import probe_parsers as pp
+from schedlab.measuring import probes as probemod
+from schedlab.measuring import workloads as workmod
 
 
 def test_bpftrace_programs_per_attach_method():
@@ -65,7 +65,7 @@ def test_unknown_workload_and_probe_list_the_known_ones():
 
 
 def test_missing_tools_name_their_package(monkeypatch):
-    from schedlab import plan as planmod
+    from schedlab.measuring import plan as planmod
     monkeypatch.setattr(workmod.shutil, "which", lambda tool, path=None: None)
     plan = planmod.make_plan("hackbench-process", "latency", latency_tool="bcc")
     missing = workmod.missing_tools(plan.needs())
@@ -138,7 +138,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
 
 def _parsed(probe: str, out: str, **kw) -> "probemod.Parsed":
     """PROBE's parser run on bpftrace output OUT (a 10 s window unless KW says)."""
-    from schedlab import parsers
+    from schedlab.measuring import parsers
     kw.setdefault("seconds", 10.0)
     p = probemod.Parsed(maps=parsers.bpftrace_maps(out), probe_out=out, **kw)
     probemod.PROBES[probe].parse(p)
@@ -226,10 +226,10 @@ def test_ni_probe_gives_the_ratio_state_and_the_gate_shares_per_domain():
 
 
 def test_latency_lb_runs_beside_latency_with_its_tool(tmp_path):
-    from schedlab import plan as planmod
-    from schedlab import probe_parsers as pp
-    from schedlab import results as resmod
-    from schedlab import workloads as workmod
+    from schedlab.measuring import plan as planmod
+    from schedlab.measuring import probe_parsers as pp
+    from schedlab.measuring import results as resmod
+    from schedlab.measuring import workloads as workmod
     with pytest.raises(LabError, match="beside the latency probe"):
         probemod.probe_names("swb,latency-lb")
     assert probemod.probe_names("latency,latency-lb") == ["latency", "latency-lb"]
@@ -300,7 +300,8 @@ def test_cycles_not_counted_is_a_problem_of_the_run():
 
 @pytest.mark.parametrize("probe", ["cycles", "c2c"])
 def test_pmu_probes_stay_out_of_the_vm_integration_and_in_the_kit(probe):
-    from schedlab import hw, pipeline
+    from schedlab import pipeline
+    from schedlab.kit import hw
     assert probe not in pipeline.INTEGRATION.probes
     assert probe in hw.probes(c2c=True).split(",")
     # c2c's sampling changes what the other probes measure: only when asked.

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from schedlab import procs, util
-from schedlab.util import LabError
+from schedlab.core import procs, util
+from schedlab.core.util import LabError
 
 
 def _gone(pid: int, within: float = 5.0) -> bool:

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import kunit as k
-from schedlab import kunit_tool as kt
-from schedlab import pseries as ps
-from schedlab import targets
-from schedlab import topology as t
+from schedlab.core import pseries as ps
+from schedlab.core import targets
+from schedlab.core import topology as t
+from schedlab.core.util import PACKAGE
+from schedlab.series import kunit as k
+from schedlab.series import kunit_tool as kt
 
 
 def read_newc(blob: bytes):
@@ -88,7 +89,7 @@ def test_cpio_newc_round_trip():
 
 
 def test_init_script_marks_match_the_parser():
-    text = (Path(ps.__file__).parent / ps.INIT_SCRIPT).read_text()
+    text = (PACKAGE / ps.INIT_SCRIPT).read_text()
     assert ps.BEGIN_MARK in text and ps.END_MARK in text
     assert "poweroff -f" in text
 
@@ -140,7 +141,7 @@ def test_initramfs_has_sh_for_init():
     got = {g[0]: g for g in read_newc(ps.cpio_newc(ps.initramfs_entries(b"B", b"I", b"P")))}
     mode, data = got["bin/sh"][1], got["bin/sh"][2]
     assert stat.S_ISLNK(mode) and data == b"busybox"
-    assert (Path(ps.__file__).parent / ps.INIT_SCRIPT).read_text().startswith("#!/bin/sh\n")
+    assert (PACKAGE / ps.INIT_SCRIPT).read_text().startswith("#!/bin/sh\n")
 
 
 @pytest.mark.parametrize("text, want", [

@@ -8,9 +8,9 @@ from typing import List
 
 import pytest
 
-from schedlab import results as resmod
-from schedlab import workloads as workmod
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.measuring import results as resmod
+from schedlab.measuring import workloads as workmod
 
 DATA = Path(__file__).parent / "data" / "tools"
 REPO = Path(__file__).resolve().parents[1]

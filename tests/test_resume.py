@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import ab, measure, resume
-from schedlab import plan as planmod
-from schedlab import plots as plotmod
-from schedlab import results as resmod
-from schedlab import workloads as workmod
-from schedlab.build import BuildResult
-from schedlab.spec import TreeSpec
-from schedlab.util import LabError
+from schedlab.core.build import BuildResult
+from schedlab.core.spec import TreeSpec
+from schedlab.core.util import LabError
+from schedlab.measuring import ab, measure
+from schedlab.measuring import plan as planmod
+from schedlab.measuring import plots as plotmod
+from schedlab.measuring import results as resmod
+from schedlab.measuring import resume
+from schedlab.measuring import workloads as workmod
 
 PLAN = planmod.Plan((workmod.workload("stress-50"), workmod.workload("stress-100")),
                     probes=("swb",), runs=2, seconds=1)
@@ -208,10 +209,10 @@ class FakeTree:
 def test_measure_keeps_its_finished_boot_and_refuses_another_request(tmp_path, monkeypatch):
     lab = FakeLab(tmp_path, monkeypatch)
     monkeypatch.setattr(measure, "measure_in_vm", lab.measure_in_vm)
-    monkeypatch.setattr("schedlab.deps.setup", lambda: None)
+    monkeypatch.setattr("schedlab.core.deps.setup", lambda: None)
     monkeypatch.setattr(planmod.Plan, "check_tools", lambda self: None)
     result = BuildResult(tmp_path, tmp_path / "bzImage", "7.3.4", 0.0, "c1")
-    monkeypatch.setattr("schedlab.spec.built", lambda tree, spec: result)
+    monkeypatch.setattr("schedlab.measuring.measure.built", lambda tree, spec: result)
 
     def go(plan=PLAN, fresh=False):
         return measure.measure_build(FakeTree(), "patched", "m", plan, "smt4", None, 60,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from schedlab import series as s
-from schedlab.util import LabError
+from schedlab.core.util import LabError
+from schedlab.series import patchset as s
 
 PATCH = """\
 From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001
@@ -155,7 +155,7 @@ def test_notes_below_the_cut_survive_export_and_apply(tmp_path):
 def _repo(tmp_path, monkeypatch, subjects):
     """A checkout with an empty patches/series and a kernel tree whose base
     commit has one commit a subject on top, each changing f.c."""
-    from schedlab.source import Tree
+    from schedlab.core.source import Tree
     lab = tmp_path / "checkout"
     (lab / "patches" / "lab").mkdir(parents=True)
     (lab / "patches" / "series").write_text("")

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import mailform
-from schedlab import series_check as c
+from schedlab.series import mailform
+from schedlab.series import series_check as c
 
 
 def test_warning_normalisation_ignores_positions():
@@ -33,7 +33,8 @@ print $hit ? "SCHEDULER\n" : "THE REST\n";
 
 def _maint_repo(tmp_path):
     import subprocess
-    from schedlab.source import Tree
+
+    from schedlab.core.source import Tree
 
     def g(*a):
         return subprocess.run(["git", "-C", str(tmp_path), *a], check=True,
@@ -74,7 +75,7 @@ def test_maintainers_cover_reads_the_commits_own_maintainers(tmp_path):
 
 
 def test_stage_with_a_failed_check_is_reported_failed(capsys):
-    from schedlab.util import Stages
+    from schedlab.core.util import Stages
     failed = []
     st = Stages(failed)
     with st.stage("good"):
@@ -190,7 +191,7 @@ def test_measure_and_kit_patches_are_not_signed_off_either(tmp_path, monkeypatch
 
 
 def _checkpatch_tree(kernel_tree):
-    from schedlab.source import Tree
+    from schedlab.core.source import Tree
     path = kernel_tree("scripts/checkpatch.pl")
     return Tree(key=path.name, path=path, base="HEAD", description=path.name)
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import peer_tests as peer
-from schedlab import soak
-from schedlab.util import package_file
+from schedlab.core.util import package_file
+from schedlab.series import peer_tests as peer
+from schedlab.series import soak
 
 
 def _guest_out(d: Path, faults, rounds, dmesg="", status="0"):
@@ -244,7 +244,7 @@ def _fake_variant(tmp_path, monkeypatch, progs, base):
 
     monkeypatch.setattr(peer, "work_dir", lambda: work)
     monkeypatch.setattr(peer, "package_file", lambda name: tmp_path / "s.sh")
-    monkeypatch.setattr(peer.series, "ensure_variant", lambda *a: "c0ffee")
+    monkeypatch.setattr(peer.patchset, "ensure_variant", lambda *a: "c0ffee")
     monkeypatch.setattr(peer, "built", lambda *a: type("B", (), {"image": Path("bzImage")}))
     monkeypatch.setattr(peer.kunitmod, "run_kunit", lambda *a, **kw: K)
     monkeypatch.setattr(peer, "build_selftests", lambda *a: paths)

@@ -4,7 +4,7 @@ import io
 import os
 import tarfile
 
-from schedlab import procs, source
+from schedlab.core import procs, source
 
 
 def _tar(members, mode="w"):

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from schedlab import stats
+from schedlab.measuring import stats
 
 
 def test_mean_stdev_cv_by_hand():

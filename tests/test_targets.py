@@ -5,11 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import build as buildmod
-from schedlab import guests, series, targets, vm
-from schedlab import topology as t
-from schedlab.spec import VmOptions
-from schedlab.util import LabError
+from schedlab.core import build as buildmod
+from schedlab.core import guests, targets
+from schedlab.core import topology as t
+from schedlab.core import vm
+from schedlab.core.spec import VmOptions
+from schedlab.core.util import LabError
+from schedlab.series import patchset
 
 
 @pytest.mark.parametrize("arch", sorted(targets.TARGETS))
@@ -25,7 +27,7 @@ def test_every_target_record_is_complete(arch):
     assert target.guest in targets.GUEST_KINDS and target.guest in guests.GUESTS
     assert target.console and target.qemu.startswith("qemu-system-")
     # The qemu config kunit.py's --arch names is one the KUnit series adds.
-    added = "".join(p.read_text() for p in series.read_series())
+    added = "".join(p.read_text() for p in patchset.read_series())
     assert f"create mode 100644 tools/testing/kunit/qemu_configs/{target.kunit_qemu_arch}.py" \
         in added
     # Only the default target's files go without a suffix.

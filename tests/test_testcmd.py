@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import build as buildmod
-from schedlab import stages as stagemod
 from schedlab import testcmd
-from schedlab.stages import Stage
-from schedlab.util import LabError
+from schedlab.core import build as buildmod
+from schedlab.core import stages as stagemod
+from schedlab.core.stages import Stage
+from schedlab.core.util import LabError
 
 
 class FakeTree:
@@ -41,7 +41,7 @@ def fake_lab(monkeypatch, tmp_path):
     monkeypatch.setattr(testcmd, "_pytest_tree", ok("pytest tree"))
     monkeypatch.setattr(testcmd, "_lint", ok("lint"))
     monkeypatch.setattr(testcmd.TreeSpec, "resolve", lambda self: FakeTree())
-    monkeypatch.setattr(testcmd.series, "read_series", lambda d: [])
+    monkeypatch.setattr(testcmd.patchset, "read_series", lambda d: [])
     boot = ok("boot", testcmd.guests.check_topology)
     monkeypatch.setattr(testcmd.guests, "check_topology", lambda *a, **k: 0 if boot(*a, **k) else 1)
     for module, name in ((testcmd.kunit, "run_on"), (testcmd.kunit_tool, "run_readme_command"),
@@ -50,7 +50,7 @@ def fake_lab(monkeypatch, tmp_path):
                          (testcmd.kselftest, "run_selftest"), (testcmd.soakmod, "run_for"),
                          (testcmd.peermod, "run_peer_tests")):
         monkeypatch.setattr(module, name, ok(name, getattr(module, name)))
-    from schedlab import rehearsal
+    from schedlab.kit import rehearsal
     real_rehearsal = rehearsal.run
 
     def fake_rehearsal(req):
@@ -73,7 +73,7 @@ def fake_lab(monkeypatch, tmp_path):
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text("0001-x.patch\n")
     monkeypatch.setattr(testcmd, "repo_dir", lambda: tmp_path)
-    monkeypatch.setattr(testcmd.series, "patches_dir", lambda: tmp_path / "patches")
+    monkeypatch.setattr(testcmd.patchset, "patches_dir", lambda: tmp_path / "patches")
     monkeypatch.setattr(testcmd, "git", lambda *a, **k: "f" * 40)
     return calls
 

@@ -6,9 +6,9 @@ import subprocess
 
 import pytest
 
-from schedlab import topics
-from schedlab.source import Tree
-from schedlab.util import LabError
+from schedlab.core.source import Tree
+from schedlab.core.util import LabError
+from schedlab.series import topics
 
 
 def test_topics_are_contiguous_in_order_and_cover_the_series():

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import topology as t
-from schedlab.util import LabError
+from schedlab.core import topology as t
+from schedlab.core.util import LabError
 
 DATA = Path(__file__).parent / "data"
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from schedlab import util
-from schedlab.util import LabError
+from schedlab.core import util
+from schedlab.core.util import LabError
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import topology as t
-from schedlab import vm
-from schedlab.util import LabError
+from schedlab.core import topology as t
+from schedlab.core import vm
+from schedlab.core.util import LabError
 
 
 def test_tcg_command_for_numa_preset():

@@ -21,26 +21,30 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from . import ab as abmod
-from . import breaks as breaksmod
-from . import build as buildmod
-from . import compare as comparemod
-from . import deps, guests, hw, kselftest, kunit, kunit_tool, pipeline, series_cmd, testcmd
-from . import measure as measuremod
-from . import peer_tests as peermod
-from . import results as resmod
-from . import series, topics
-from . import soak as soakmod
-from . import targets
-from . import topology as topomod
-from .cliargs import (VARIANTS, Sub, add_arch, add_build_opts, debug_command, add_online, add_plan_opts,
-                      add_topology, add_tree_opts, add_vm_opts, build_spec, command,
-                      knob_arg, label_arg, plan_request, positive_int, result_set_arg,
-                      add_matrix_opts, add_topic_opts, break_arg, topic_arg, tree_spec,
-                      vm_options)
-from .plan import KNOB_DIR
-from .spec import BuildSpec, built
-from .util import LabError, eprint, say, set_repo
+from schedlab import pipeline, testcmd
+from schedlab.cliargs import (VARIANTS, Sub, add_arch, add_build_opts, add_matrix_opts, add_online,
+                              add_plan_opts, add_topic_opts, add_topology, add_tree_opts,
+                              add_vm_opts, break_arg, build_spec, command, debug_command, knob_arg,
+                              label_arg, plan_request, positive_int, result_set_arg, topic_arg,
+                              tree_spec, vm_options)
+from schedlab.core import build as buildmod
+from schedlab.core import deps, guests, targets
+from schedlab.core import topology as topomod
+from schedlab.core.spec import BuildSpec
+from schedlab.core.util import LabError, eprint, say, set_repo
+from schedlab.kit import hw
+from schedlab.measuring import ab as abmod
+from schedlab.measuring import compare as comparemod
+from schedlab.measuring import measure as measuremod
+from schedlab.measuring import results as resmod
+from schedlab.measuring.plan import KNOB_DIR
+from schedlab.series import breaks as breaksmod
+from schedlab.series import kselftest, kunit, kunit_tool, patchset
+from schedlab.series import peer_tests as peermod
+from schedlab.series import series_cmd
+from schedlab.series import soak as soakmod
+from schedlab.series import topics
+from schedlab.series.topics import built
 
 # ------------------------------------------------------------------ commands
 
@@ -65,7 +69,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         raise LabError("hw --lb-share is a pass of its own: without "
                        + ("--c2c" if args.c2c else "--switch-proof"))
     if args.rehearse:
-        from . import rehearsal
+        from schedlab.kit import rehearsal
         if args.fresh:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
@@ -85,7 +89,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
-        from . import kitproof
+        from schedlab.kit import kitproof
         return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
     args.rounds = args.rounds or 5
     seconds = args.seconds or 30
@@ -228,8 +232,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         # An installable kernel for this machine, always with the measurement
         # series, and the kit's switches with the whole series (hw.py).
         variant = spec.variant
-        kit = variant == "patched" and bool(series.read_series(series.kit_dir()))
-        commit = series.ensure_variant(tree, variant, True, topics.variant_series(variant), kit)
+        kit = variant == "patched" and bool(patchset.read_series(patchset.kit_dir()))
+        commit = patchset.ensure_variant(tree, variant, True, topics.variant_series(variant), kit)
         buildmod.build_host(tree, variant, commit,
                             buildmod.host_config_source(args.host_config),
                             localmodconfig=args.localmodconfig,

@@ -13,18 +13,18 @@ import re
 from pathlib import Path
 from typing import Any, Callable, List, Optional
 
-from . import build as buildmod
-from . import matrix
-from . import plan as planmod
-from . import targets
-from . import probes as probemod
-from . import results as resmod
-from . import topology as topomod
-from . import vm
-from . import workloads as workmod
-from .breaks import BREAKS
-from .spec import BuildSpec, TreeSpec, VmOptions
-from .util import LabError
+from schedlab.core import build as buildmod
+from schedlab.core import targets
+from schedlab.core import topology as topomod
+from schedlab.core import vm
+from schedlab.core.spec import BuildSpec, TreeSpec, VmOptions
+from schedlab.core.util import LabError
+from schedlab.measuring import plan as planmod
+from schedlab.measuring import probes as probemod
+from schedlab.measuring import results as resmod
+from schedlab.measuring import workloads as workmod
+from schedlab.series import matrix
+from schedlab.series.breaks import BREAKS
 
 Sub = Any   # argparse's subparsers action (a private type)
 VARIANTS = ("base", "patched")
@@ -110,7 +110,7 @@ def break_arg(text: str) -> str:
 
 def topic_arg(text: str) -> str:
     """A topic of patches/topics, refused at parse time otherwise."""
-    from .topics import read_topics
+    from schedlab.series.topics import read_topics
     names = [t.name for t in read_topics()]
     if text not in names:
         raise argparse.ArgumentTypeError(f"unknown topic {text!r}; known: {', '.join(names)}")
@@ -119,7 +119,7 @@ def topic_arg(text: str) -> str:
 
 def topic_step_arg(text: str) -> str:
     """A topic, or NAME@K: that topic's first K patches (a build variant)."""
-    from .topics import VARIANT_PREFIX, variant_names
+    from schedlab.series.topics import VARIANT_PREFIX, variant_names
     name, at, _ = text.partition("@")
     topic_arg(name)
     if at and VARIANT_PREFIX + text not in variant_names():
@@ -189,7 +189,7 @@ def build_variant(args: argparse.Namespace) -> str:
     if topic and args.variant:
         raise LabError(f"--variant {args.variant} and --topic {topic}: give one")
     if topic:
-        from .topics import VARIANT_PREFIX
+        from schedlab.series.topics import VARIANT_PREFIX
         return VARIANT_PREFIX + topic
     return args.variant or "patched"
 

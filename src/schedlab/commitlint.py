@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import List
 
-from .util import git
+from schedlab.core.util import git
 
 BASE_FILE = Path(".ci") / "commit-lint-base"
 MAX_SUBJECT = 72

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from . import build as buildmod
-from . import deps, guests, series
-from . import measure as measuremod
-from . import plan as planmod
-from . import probes as probemod
-from . import results as resmod
-from . import topology as topomod
-from .spec import TreeSpec, VmOptions
-from .util import Stages, say
+from schedlab.core import build as buildmod
+from schedlab.core import deps, guests
+from schedlab.core import topology as topomod
+from schedlab.core.spec import TreeSpec, VmOptions
+from schedlab.core.util import Stages, say
+from schedlab.measuring import measure as measuremod
+from schedlab.measuring import plan as planmod
+from schedlab.measuring import probes as probemod
+from schedlab.measuring import results as resmod
+from schedlab.series import patchset
 
 # The measurement harness's integration test: a short plan, every probe but
 # the cost probes (each measured alone, under icount: ICOUNT_INTEGRATION).
@@ -49,7 +50,7 @@ def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
     try:
         tree = setup_and_fetch(st, tree_spec)
         with st.stage("series apply"):
-            commit = series.ensure_variant(tree, "patched")
+            commit = patchset.ensure_variant(tree, "patched")
         with st.stage(f"build patched/lab{'' if not arch else ' ' + arch}"):
             result = buildmod.build(tree, "patched", commit, "lab", arch)
         rc = 0

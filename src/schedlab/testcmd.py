@@ -21,17 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import commitlint, deps, guests, kselftest, kunit, kunit_tool, matrix, objdiff, pipeline, series
-from . import series_check
-from . import peer_tests as peermod
-from . import soak as soakmod
-from . import stages as stagemod
-from . import targets
-from . import topology as topomod
-from .build import BuildResult
-from .spec import BuildSpec, TreeSpec, VmOptions, built, probe_build
-from .stages import Stage
-from .util import git, package_file, repo_dir, run, say
+from schedlab import commitlint, pipeline
+from schedlab.core import deps, guests
+from schedlab.core import stages as stagemod
+from schedlab.core import targets
+from schedlab.core import topology as topomod
+from schedlab.core.build import BuildResult
+from schedlab.core.spec import BuildSpec, TreeSpec, VmOptions
+from schedlab.core.stages import Stage
+from schedlab.core.util import git, package_file, repo_dir, run, say
+from schedlab.measuring.measure import probe_build
+from schedlab.series import kselftest, kunit, kunit_tool, matrix, objdiff, patchset
+from schedlab.series import peer_tests as peermod
+from schedlab.series import series_check
+from schedlab.series import soak as soakmod
+from schedlab.series.topics import built
 
 DEFAULT = targets.get_target(None)
 DEFAULT_TOPOLOGIES = DEFAULT.test_topologies
@@ -123,7 +127,7 @@ def _objdiff(ctx: Dict[str, Any]) -> bool:
 
 def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
     def body(ctx: Dict[str, Any]) -> bool:
-        if not series.read_series(series.patches_dir()):
+        if not patchset.read_series(patchset.patches_dir()):
             say("  the series is empty: nothing to check")
             return True
         text, ok = series_check.check_all(ctx["tree"], ppc=ppc)
@@ -188,7 +192,8 @@ def _soak(ctx: Dict[str, Any]) -> bool:
 
 
 def _rehearsal(ctx: Dict[str, Any]) -> bool:
-    from . import rehearsal
+    from schedlab.kit import rehearsal
+
     # With --c2c: the guest has no load sampling, so this checks that the
     # kit drops it with perf's words and goes on.
     return rehearsal.run(rehearsal.RehearsalRequest(
@@ -290,7 +295,7 @@ def stages_for(req: TestRequest) -> List[Stage]:
 
 def patches_hash(folder: Optional[Path] = None) -> str:
     """sha256 over every file under patches/ (path and content), sorted."""
-    folder = folder or series.patches_dir()
+    folder = folder or patchset.patches_dir()
     h = hashlib.sha256()
     for p in sorted(q for q in folder.rglob("*") if q.is_file()):
         h.update(p.relative_to(folder).as_posix().encode() + b"\0")

@@ -1,0 +1,235 @@
+"""The hardware kit's rehearsal: `./schedlab hw` inside an SMT guest.
+
+The kit is run in a guest booted with the kernel a user would install (the
+series, the measurement series and the kit's switches; the icount config,
+JUMP_LABEL on), on a simulated SMT topology, under single-thread TCG so
+that the switches patch kernel text as they would on hardware.  The guest
+runs the kit as a user would, as root, at short durations, without plots
+(matplotlib under TCG takes most of an hour); the host then writes the
+report with the plots from what the guest left, and checks it:
+
+- every arm asked for finished every run planned, and every benchmark is
+  in the report;
+- each should_we_balance() state took: the guest read swb_state back
+  after the kit's runs (the kit puts every knob back: 4, the series');
+- nothing the kit started is left running in the guest after it;
+- the switch took effect: swb_state 0 (v7.3's scan) probes more CPUs per
+  should_we_balance() call than the series under load on every CPU;
+- with --lb-share (the kit's pass of that name), the report has the share
+  of the busy balances' reads that SG_STATS_REUSE's sums could serve.
+
+What it proves is the path, not a number: one 3 s run per arm under TCG
+measures nothing about the patches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Tuple
+
+from schedlab.core import topology as topomod
+from schedlab.core import vm
+from schedlab.core.spec import BuildSpec, TreeSpec
+from schedlab.core.util import LabError, repo_dir, say, work_dir
+from schedlab.series.topics import built
+
+ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
+SHARE_ARMS = ("series", "lbstats")
+# What the --lb-share pass's report must show: at the level above SMT.
+SHARE_METRIC = "group reads sums could serve"
+# Its runs' length: in 3 s an smt8 guest may run no busy balance above SMT
+# (none in one of two arms of a rehearsal), and the share has no value.
+SHARE_SECONDS = 10
+BENCH = ("stress-100",)
+# The switch took effect: under load on every CPU, v7.3's should_we_balance()
+# (swb_state 0) probes more CPUs per call than the series' (the KUnit tables
+# of every fixture; 2.805 against 0.475 in the first rehearsal).
+SWITCH_METRIC = "idle_cpu probes per should_we_balance call"
+SWITCH_PAIR = ("swb-v7.3", "series")
+# Left running after the kit, in the guest: any is a failure (full command
+# lines; "[b]pftrace" matches bpftrace but not the shell that holds it).
+LEFTOVERS = ("[b]pftrace", "[f]unclatency", "[s]tress-ng", "[h]ackbench", "[t]bench",
+             "[p]erf bench", "[p]erf record", "[p]erf stat", "[p]erf c2c", "[s]chbench")
+MARK = "@@rehearsal"
+
+
+@dataclass(frozen=True)
+class RehearsalRequest:
+    topology: str = "smt8"
+    arms: Tuple[str, ...] = ARMS
+    bench: Tuple[str, ...] = BENCH
+    seconds: int = 3
+    tree: TreeSpec = TreeSpec()
+    rounds: int = 1
+    runs: int = 1
+    c2c: bool = False
+    share: bool = False         # the kit's --lb-share pass
+    timeout: float = 5400
+    memory: int = 4096
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    report: str = ""
+    problems: List[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def every_arm() -> Tuple[str, ...]:
+    """The test stage's arms: all of the kit's."""
+    from schedlab.kit import hw
+    return tuple(a.name for a in hw.ARMS)
+
+
+def folder() -> Path:
+    return work_dir() / "hw-rehearsal"
+
+
+def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
+    """What the guest runs: the kit as a user runs it, then what is left."""
+    # --fresh: the guest's results folder is the host's, kept between
+    # rehearsals; each rehearsal is a new boot and measures everything again.
+    hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
+          "--runs", str(req.runs), "--seconds", str(req.seconds),
+          "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
+              ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else [])
+    for a in req.arms:
+        hw += ["--arm", a]
+    left = "|".join(LEFTOVERS)
+    return " && ".join([
+        f"cd {shlex.quote(str(repo_dir()))}",
+        f"export SCHEDLAB_WORK={shlex.quote(str(out))} PYTHONPATH=src "
+        f"SCHEDLAB_KERNEL_CONFIG={shlex.quote(str(config))}",
+        # Everything below runs whatever the kit did.
+        "{ " + shlex.join(hw) + f"; echo {MARK} hw-rc=$?; "
+        f"echo {MARK} swb_state=$(cat /sys/kernel/debug/sched/swb_state 2>&1); "
+        f"echo {MARK} left=$(pgrep -f -d, '{left}' || true); }}",
+    ])
+
+
+def parse_marks(output: str) -> Dict[str, str]:
+    return {m.group(1): m.group(2) for m in re.finditer(rf"{MARK} (\S+?)=(\S*)", output)}
+
+
+def switch_values(results: Path, bench: str) -> Dict[str, float]:
+    """SWITCH_METRIC per arm of SWITCH_PAIR, from the runs the guest left in
+    RESULTS (hw-ARM/run-BENCH-*.json; the mean over the runs found)."""
+    from schedlab.measuring import results as resmod
+    out = {}
+    for arm in SWITCH_PAIR:
+        try:
+            runs = resmod.read_runs(results / f"hw-{arm}")
+        except LabError:        # no runs of this arm: check_switch says so
+            continue
+        vals = [float(r.metrics[SWITCH_METRIC]["value"]) for r in runs
+                if r.workload == bench and SWITCH_METRIC in r.metrics]
+        if vals:
+            out[arm] = sum(vals) / len(vals)
+    return out
+
+
+def check_switch(values: Dict[str, float], req: RehearsalRequest) -> List[str]:
+    if not set(SWITCH_PAIR) <= set(req.arms):
+        return []
+    old, new = SWITCH_PAIR
+    if old not in values or new not in values:
+        return [f"no '{SWITCH_METRIC}' for {old} or {new}: the switch's effect is unseen"]
+    if values[old] <= values[new]:
+        return [f"{old} probed {values[old]:.3f} CPUs per call, not more than {new}'s "
+                f"{values[new]:.3f}: swb_state 0 did not take effect"]
+    return []
+
+
+def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str]:
+    """What the rehearsal asks of the guest's marks and the report."""
+    problems = []
+    if marks.get("hw-rc") != "0":
+        problems.append(f"the kit exited with status {marks.get('hw-rc', 'none (no mark)')}")
+    if marks.get("swb_state") != "4":
+        problems.append(f"swb_state after the kit: {marks.get('swb_state')!r}, not 4 "
+                        "(the kit puts every knob back)")
+    if marks.get("left", "x"):
+        problems.append(f"left running in the guest: {marks.get('left', '(no mark)')}")
+    if not report:
+        problems.append("no report")
+        return problems
+    for a in req.arms:
+        m = re.search(rf"^\| {re.escape(a)} \|.*\| (\d+) of (\d+) \|$", report, re.M)
+        if not m:
+            problems.append(f"arm {a}: not in the report")
+        elif m.group(1) != m.group(2):
+            problems.append(f"arm {a}: {m.group(1)} of {m.group(2)} runs finished")
+    for b in req.bench:
+        if f"| {b} |" not in report:
+            problems.append(f"benchmark {b}: no row in the report")
+    if "Not compared yet" in report:
+        problems.append("a pair was not compared")
+    if req.share and f"| {SHARE_METRIC} (" not in report:
+        problems.append(f"the lb-share pass's report has no '{SHARE_METRIC}' row")
+    return problems
+
+
+@contextmanager
+def _work(path: Path) -> Iterator[None]:
+    """The host's `hw --report` reads and writes where the guest did."""
+    old = os.environ.get("SCHEDLAB_WORK")
+    os.environ["SCHEDLAB_WORK"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SCHEDLAB_WORK", None)
+        else:
+            os.environ["SCHEDLAB_WORK"] = old
+
+
+def run(req: RehearsalRequest) -> Outcome:
+    from schedlab.kit import hw, hwreport
+    unknown = set(req.arms) - {a.name for a in hw.ARMS}
+    if unknown or len(req.arms) < 2:
+        raise LabError(f"rehearsal: arms {', '.join(req.arms)}: two or more of "
+                       + ", ".join(a.name for a in hw.ARMS))
+    topo = topomod.parse_topology(req.topology)
+    if topo.threads < 2:
+        raise LabError(f"rehearsal: {req.topology} has no SMT; the kit refuses such a "
+                       "machine (use smt4 or smt8)")
+    build = built(req.tree.resolve(), BuildSpec("patched", "icount", kit=True))
+    out = folder()
+    out.mkdir(parents=True, exist_ok=True)
+    guest_work = out / "guest"
+    try:
+        res = vm.boot(build.image, topo,
+                      guest_script(req, build.build_dir / ".config", guest_work),
+                      memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,), icount=True,
+                      log=out / "vm.log")
+    except LabError as e:       # a timeout or a boot that failed: the log says more
+        say(f"  rehearsal: {e}")
+        return Outcome(False, "", [f"the guest: {e} (console: {out / 'vm.log'})"])
+    (out / "console.txt").write_text(res.output)
+    marks = parse_marks(res.output)
+    (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
+    report = ""
+    kind = hw.SHARE if req.share else hw.MAIN
+    with _work(guest_work):
+        try:
+            hw.report_again(plots=True, kind=kind)
+            report = (guest_work / "results" / kind.prefix / hwreport.REPORT).read_text()
+        except (LabError, OSError) as e:
+            say(f"  rehearsal: no report ({e})")
+    problems = check(marks, report, req)
+    switch = {} if req.share else switch_values(guest_work / "results", req.bench[0])
+    if switch:
+        say("  rehearsal: " + SWITCH_METRIC + ": " +
+            ", ".join(f"{a} {v:.3f}" for a, v in switch.items()))
+    if not req.share:       # the share pass's probe does not count idle_cpu() probes
+        problems += check_switch(switch, req)
+    for p in problems:
+        say(f"  rehearsal: {p}")
+    return Outcome(not problems, report, problems, res.seconds)

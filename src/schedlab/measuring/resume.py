@@ -1,0 +1,140 @@
+"""Runs that resume: the record of a request, kept beside its results.
+
+'ab' and 'measure' keep each finished boot's results in their folders and,
+in RECORD (request.json) of the output folder, what was asked for (plan,
+probes, runs, seconds, knobs, arms, topology, boots, accelerator, ...), the
+builds' identity (commit and kernel release per variant) and the boots
+finished so far.  The same command run again compares its request with the
+record: when they are equal it measures only the boots not finished, in the
+order of one uninterrupted run (ab.py); when they differ it refuses and
+names what differs, unless --fresh, which measures everything again.
+
+A boot is finished when its measurement returned with every run complete;
+one that was interrupted (Ctrl-C, an error) or left incomplete runs is
+measured again by the next run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from schedlab.core.util import LabError
+from schedlab.measuring.plan import Plan
+
+RECORD = "request.json"
+
+
+def plan_fields(plan: Plan) -> Dict[str, Any]:
+    """What of a plan a record holds (the latency tool as asked for: 'auto'
+    stays 'auto' even where ab pins it to base's)."""
+    return {"plan": plan.names(), "probes": list(plan.probes), "runs": plan.runs,
+            "seconds": plan.seconds, "attach": plan.attach, "latency_tool": plan.latency_tool,
+            "accel": plan.accel, "knobs": dict(plan.knobs)}
+
+
+def _plain(value: Any) -> Any:
+    """VALUE as JSON gives it back (tuples as lists), for comparing."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+@dataclass
+class Record:
+    """A request, the builds it measured and the boots finished, as (unit, boot)
+    with unit an arm's name ('ab') or 'measure'."""
+    command: str
+    request: Dict[str, Any]
+    builds: Dict[str, Any] = field(default_factory=dict)
+    finished: List[Tuple[str, int]] = field(default_factory=list)
+
+    def done(self, unit: str, boot: int) -> bool:
+        return (unit, boot) in self.finished
+
+    def finish(self, unit: str, boot: int) -> None:
+        if not self.done(unit, boot):
+            self.finished.append((unit, boot))
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"command": self.command, "request": self.request, "builds": self.builds,
+                "finished": [list(f) for f in self.finished]}
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "Record":
+        return cls(str(d.get("command", "")), dict(d.get("request") or {}),
+                   dict(d.get("builds") or {}),
+                   [(str(u), int(b)) for u, b in d.get("finished") or []])
+
+
+def read(folder: Path) -> Optional[Record]:
+    path = folder / RECORD
+    if not path.is_file():
+        return None
+    try:
+        return Record.from_json(json.loads(path.read_text()))
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise LabError(f"{path}: not a record of a request ({exc}); --fresh measures again "
+                       "and writes a new one") from exc
+
+
+def write(folder: Path, record: Record) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / RECORD).write_text(json.dumps(record.to_json(), indent=1, sort_keys=True) + "\n")
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else json.dumps(value, sort_keys=True)
+
+
+def differences(old: Dict[str, Any], new: Dict[str, Any]) -> List[str]:
+    """'FIELD: OLD there, NEW now' for every field that differs."""
+    old, new = _plain(old), _plain(new)
+    return [f"{k}: {_show(old.get(k))} there, {_show(new.get(k))} now"
+            for k in list(new) + [k for k in old if k not in new] if old.get(k) != new.get(k)]
+
+
+def _refusal(folder: Path, record: Record, diffs: List[str]) -> LabError:
+    n = len(record.finished)
+    return LabError(f"{folder} holds {n} finished boot(s) of another request; this one "
+                    "differs in:\n  " + "\n  ".join(diffs) + "\n--fresh measures again from "
+                    "the start (replacing them); another --label keeps them")
+
+
+def start(folder: Path, command: str, request: Dict[str, Any], fresh: bool,
+          result_sets: Iterable[Path] = ()) -> Record:
+    """The record to go on with in FOLDER: the one there, with its finished
+    boots, when it holds the same request; a new one (written at once) when
+    there is none, none of its boots finished, or FRESH.  Refuses a request
+    that differs from a record with finished boots, and RESULT_SETS holding
+    runs without a record (older runs, or another command's)."""
+    old = read(folder)
+    if old is not None and old.finished and not fresh:
+        diffs = differences({"command": old.command, **old.request},
+                            {"command": command, **request})
+        if diffs:
+            raise _refusal(folder, old, diffs)
+        return old
+    if old is None and not fresh:
+        held = [p for p in result_sets if p.is_dir() and any(p.glob("run-*.json"))]
+        if held:
+            raise LabError(f"{held[0]} holds results without a record of their request (from "
+                           "before runs could resume, or from another command): --fresh "
+                           "measures again (replacing them); another --label keeps them")
+    record = Record(command, _plain(request))
+    write(folder, record)
+    return record
+
+
+def check_builds(folder: Path, record: Record, builds: Dict[str, Any]) -> None:
+    """The builds' identity: refused when it differs from the one the finished
+    boots measured (the series or the tree changed since), kept otherwise."""
+    builds = _plain(builds)
+    unknown = any(not v for b in builds.values() if isinstance(b, dict) for v in b.values())
+    if unknown:     # a build the lab did not record (made by hand): nothing to hold it to
+        return
+    if record.finished and record.builds and record.builds != builds:
+        diffs = differences(record.builds, builds)
+        raise _refusal(folder, record, [f"builds: {d}" for d in diffs])
+    record.builds = builds
+    write(folder, record)

@@ -1,0 +1,182 @@
+"""Run the series' KUnit suites on the lab's one build, on a chosen topology.
+
+kunit.py's own 'run' hard-codes '-accel kvm' first (which hangs here) and
+one CPU, so the lab boots its own qemu: no root filesystem, the KUnit suites
+built in run during boot with kunit.enable=1, the machine powers off after
+them (kunit_shutdown=poweroff), and the console is parsed with the tree's own
+'tools/testing/kunit/kunit.py parse --json': the counts and per-test results
+are those of its JSON report, the series' own lines ('swb-probes:',
+'swb-calls:') go to kunit_report.
+
+The fixtures need as many possible CPUs as they have (cpumask iteration
+stops at nr_cpu_ids): the default topology gives 192 possible CPUs with two
+online (qemu -smp 192,... plus the kernel's maxcpus=2), which boots in
+seconds under TCG.  The qemu command line is the boot target's (targets.py):
+x86_64 or a pseries guest (ppc64le).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from schedlab.core import guests
+from schedlab.core import topology as topomod
+from schedlab.core.targets import get_target
+from schedlab.core.util import LabError, log_dir, run, run_in_group, say
+from schedlab.series import kunit_report, kunit_tool
+
+# The case that compares a fixture with the live sched domains.
+LIVE_CASE = "sched_fair_lb.fixture_matches_live_domains"
+# 2 x 12 x 8 = 192 possible CPUs, the largest fixture; 2 online.
+DEFAULT_TOPOLOGY = "2x12x8"
+DEFAULT_ONLINE = 2
+
+
+def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
+                 memory_mib: int = 2048, filter_glob: Optional[str] = None,
+                 kernel_args: Sequence[str] = (), arch: Optional[str] = None,
+                 qemu: Optional[str] = None) -> List[str]:
+    """The qemu command line of a KUnit boot (pure: tested without booting):
+    the boot target of ARCH (None: x86_64), qemu: its binary."""
+    append = ["kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
+    append += topomod.kernel_cpu_args(topo, online)
+    if filter_glob:
+        append.append(f"kunit.filter_glob={filter_glob}")
+    append += list(kernel_args)
+    return get_target(arch).qemu_command(image, topo, append, kvm=kvm, memory_mib=memory_mib,
+                                         qemu=qemu)
+
+
+@dataclass
+class KunitResult:
+    """A lab KUnit boot, counted by kunit.py. failed: every test that neither
+    passed nor skipped (crashed ones included); crashed: how many of them
+    crashed; results: (suite.case[.param], status) of every test."""
+    ok: bool
+    passed: int
+    failed: int
+    skipped: int
+    summary: str
+    rows: List[kunit_report.ProbeRow]
+    calls: List[Dict[str, str]]
+    log: Path
+    seconds: float
+    accel: str
+    crashed: int = 0
+    results: List[Tuple[str, str]] = field(default_factory=list)
+    reads: List[Dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Parsed:
+    """What the tree's 'kunit.py parse --json' made of a console."""
+    returncode: int
+    output: str                 # its printed results, as it prints them
+    report: Optional[dict]      # its JSON report (None if it wrote none)
+
+
+def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
+    """Run the tree's 'kunit.py parse --json=json_path' on a console log."""
+    parser = tree_path / "tools/testing/kunit/kunit.py"
+    # kunit.py changes into the kernel tree: absolute paths only.
+    console, json_path = console.resolve(), json_path.resolve()
+    json_path.unlink(missing_ok=True)
+    proc = run(["python3", str(parser), "parse", f"--json={json_path}", str(console)],
+               capture=True, check=False)
+    stored = f"Test results stored in {json_path}"
+    out = "".join(ln for ln in proc.stdout.splitlines(keepends=True) if stored not in ln)
+    return Parsed(proc.returncode, out + proc.stderr, kunit_tool.load_report(json_path))
+
+
+def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
+              filter_glob: Optional[str] = None, timeout: float = 900,
+              memory_mib: int = 2048, kernel_args: Sequence[str] = (),
+              arch: Optional[str] = None, log_tag: str = "") -> KunitResult:
+    if not image.is_file():
+        raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
+    target = get_target(arch)
+    qemu = guests.qemu_binary(target)
+    kvm, why = guests.accelerator(target, image)
+    accel = "kvm" if kvm else "tcg"
+    say(f"  accelerator: {accel} ({why})")
+    say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
+        + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
+    args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
+                        filter_glob=filter_glob, kernel_args=kernel_args, arch=arch,
+                        qemu=qemu)
+    log = log_dir() / f"kunit{target.log_suffix}-{topo.spec().replace(':', '-')}{log_tag}.log"
+    start = time.monotonic()
+    run_in_group(args, log, timeout, "the KUnit boot")
+    took = time.monotonic() - start
+    console = log.read_text(errors="replace")
+    parsed = parse_console(tree_path, log, log.with_suffix(".json"))
+    report = parsed.report or {}
+    n = kunit_tool.counts(report)
+    failed = n.failed + n.crashed
+    ok = parsed.returncode == 0 and n.total > 0 and failed == 0
+    if n.total == 0:
+        hint = "no KUnit test ran"
+        if "kunit: disabled" in console:
+            hint += " (kunit.enable was not honoured)"
+        elif "Kernel panic" in console:
+            hint += " (the kernel panicked)"
+        say(f"  {hint}; console: {log}")
+    return KunitResult(ok, n.passed, failed, n.skipped, parsed.output,
+                       kunit_report.parse_probe_lines(console),
+                       kunit_report.parse_call_lines(console), log, took, accel,
+                       crashed=n.crashed, results=list(kunit_tool.leaves(report)),
+                       reads=kunit_report.parse_read_lines(console))
+
+
+# What the reference boot runs: the cases that print the probe counts.
+REFERENCE_FILTER = "sched_fair_lb.swb_*"
+
+
+def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
+           filter_glob: Optional[str], timeout: float, arch: Optional[str] = None,
+           require_live: bool = False, reference: Optional[Path] = None) -> bool:
+    """'./schedlab kunit' on one topology: boot, kunit.py's results, the
+    series' tables and targets, a one-line total. True if every test passed
+    or skipped and no should_we_balance() target was missed (require_live:
+    and the live-domain comparison ran and passed).  reference: the image of
+    the KUnit series alone, booted first on the same topology for v7.3's
+    probe counts (the targets are checked only with it)."""
+    topo = topomod.parse_topology(topology)
+    target = get_target(arch)
+    ref = None
+    if reference is not None:
+        say(f"  reference: the KUnit series alone ({REFERENCE_FILTER})")
+        ref = run_kunit(tree_path, reference, topo, online, filter_glob=REFERENCE_FILTER,
+                        timeout=timeout, arch=arch, log_tag="-reference")
+        if not ref.ok or not ref.rows:
+            say(f"  the reference boot did not give the probe counts: {ref.passed} passed, "
+                f"{ref.failed} failed (console: {ref.log})")
+            return False
+    res = run_kunit(tree_path, image, topo, online, filter_glob=filter_glob, timeout=timeout,
+                    arch=arch)
+    say(res.summary.rstrip())
+    rows, calls = res.rows, res.calls
+    if ref is not None:
+        rows, calls = kunit_report.merge_reference(rows, calls, ref.rows, ref.calls)
+    missed = 0
+    for text in kunit_report.report_lines(rows, calls):
+        say(text)
+        missed += "(MISSED)" in text
+    for text in kunit_report.reads_report_lines(res.reads):
+        say(text)
+    where = f"{topology} ({target.arch})" if target.log_suffix else topology
+    say(f"  KUnit on {where}: {res.passed} passed, {res.failed} failed, "
+        f"{res.skipped} skipped in {res.seconds:.1f}s under {res.accel} "
+        f"(console: {res.log})")
+    if missed:
+        say(f"  {missed} should_we_balance() target(s) missed")
+        return False
+    if require_live:
+        live = dict(res.results).get(LIVE_CASE)
+        say(f"  {LIVE_CASE}: {live or 'did not run'}")
+        if live != "PASS":
+            return False
+    return res.ok
