@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 from schedlab.core.util import LabError
-from schedlab.kit import hw, hwreport
+from schedlab.kit import hw, hwreport, machine
 
 ARM = {a.name: a for a in hw.ARMS}
-SERIES_CONFIG = "\n".join(f"{k}=y" for k in hw.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
+SERIES_CONFIG = "\n".join(f"{k}=y" for k in machine.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
 
 
 def _debugfs(tmp: Path, features: str, knobs=("newidle_cost_pct", "swb_state")) -> Path:
@@ -32,15 +32,15 @@ def _cpus(tmp: Path, siblings: str, n: int = 4) -> Path:
 
 def test_a_kernel_with_the_series_passes(tmp_path):
     d = _debugfs(tmp_path, "GENTLE_FAIR_SLEEPERS NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE\n")
-    checks = hw.check_kernel(d, SERIES_CONFIG)
+    checks = machine.check_kernel(d, SERIES_CONFIG)
     assert all(c.ok for c in checks), [c for c in checks if not c.ok]
 
 
 def test_a_distribution_kernel_is_refused_with_each_piece_named(tmp_path):
     d = _debugfs(tmp_path, "GENTLE_FAIR_SLEEPERS\n", knobs=())
-    missing = [c for c in hw.check_kernel(d, "CONFIG_DEBUG_FS=y\n") if not c.ok]
+    missing = [c for c in machine.check_kernel(d, "CONFIG_DEBUG_FS=y\n") if not c.ok]
     names = " ".join(c.name for c in missing)
-    for need in hw.KERNEL_NEEDS:
+    for need in machine.KERNEL_NEEDS:
         assert need.patch in names
     assert "config CONFIG_SCHEDSTATS" in names
     assert all(c.fix for c in missing)
@@ -59,7 +59,7 @@ LLC = "SD_BALANCE_NEWIDLE SD_SHARE_LLC"
 
 
 def _llc_checks(d, cpu_dir=None):
-    return [c for c in hw.check_kernel(d, SERIES_CONFIG, cpu_dir or d / "no-cpus")
+    return [c for c in machine.check_kernel(d, SERIES_CONFIG, cpu_dir or d / "no-cpus")
             if c.name == "cache aware scheduling"]
 
 
@@ -84,11 +84,11 @@ def test_cache_aware_scheduling_active_is_named_without_refusing(tmp_path):
     assert len(llc) == 1 and llc[0].ok
     assert "several LLCs" in llc[0].detail and "SG_STATS_REUSE keeps no sums" in llc[0].detail
     assert "write 0" in llc[0].fix
-    assert hw._llc_record(d, tmp_path / "none") == "1 (active: several LLCs)"
+    assert machine._llc_record(d, tmp_path / "none") == "1 (active: several LLCs)"
     (d / "llc_balancing" / "enabled").write_text("0\n")
     llc = _llc_checks(d)
     assert llc[0].ok and "measures the reuse" in llc[0].detail and not llc[0].fix
-    assert hw._llc_record(d, tmp_path / "none") == "0"
+    assert machine._llc_record(d, tmp_path / "none") == "0"
 
 
 def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
@@ -100,8 +100,8 @@ def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
     _domains(d, [(8, "SD_SHARE_CPUCAPACITY " + LLC), (16, LLC)])
     llc = _llc_checks(d)
     assert "not active" in llc[0].detail and "measures the reuse" in llc[0].detail
-    assert not llc[0].fix and hw._llc_record(d, tmp_path / "none") == "1 (not active)"
-    assert hw.several_llcs(d, tmp_path / "none") is False
+    assert not llc[0].fix and machine._llc_record(d, tmp_path / "none") == "1 (not active)"
+    assert machine.several_llcs(d, tmp_path / "none") is False
     # No domains in debugfs (sched/verbose off, the default): sysfs's cache
     # levels say, and where they do not, it may be active.
     (tmp_path / "b").mkdir()
@@ -110,65 +110,65 @@ def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
     (d2 / "llc_balancing" / "enabled").write_text("1\n")
     llc = _llc_checks(d2)
     assert "nor sysfs shows" in llc[0].detail and "write 0" in llc[0].fix
-    assert hw.several_llcs(d2, tmp_path / "none") is None
+    assert machine.several_llcs(d2, tmp_path / "none") is None
     two = _caches(tmp_path / "two", "0-7", "0-15")
-    assert hw.several_llcs(d2, two) is True and hw._llc_record(d2, two).endswith("several LLCs)")
+    assert machine.several_llcs(d2, two) is True and machine._llc_record(d2, two).endswith("several LLCs)")
     one = _caches(tmp_path / "one", "0-15", "0-15")
-    assert hw.several_llcs(d2, one) is False and "not active" in _llc_checks(d2, one)[0].detail
+    assert machine.several_llcs(d2, one) is False and "not active" in _llc_checks(d2, one)[0].detail
     # Sub-NUMA clusters: L3 spans the package, the LLC domain one node.
     (tmp_path / "node").mkdir()
     (tmp_path / "node" / "online").write_text("0-1\n")
     snc = _caches(tmp_path / "cpu", "0-15", "0-15")
-    assert hw.several_llcs(d2, snc) is True
+    assert machine.several_llcs(d2, snc) is True
 
 
 def test_no_debugfs_and_no_config_say_so(tmp_path):
-    checks = hw.check_kernel(tmp_path / "absent", "")
+    checks = machine.check_kernel(tmp_path / "absent", "")
     assert [c.name for c in checks if not c.ok][:1] == ["debugfs"]
     assert any(c.name == "kernel config" and not c.ok for c in checks)
 
 
 def test_smt_is_counted_from_the_sibling_lists(tmp_path):
-    assert hw.threads_per_core(_cpus(tmp_path / "a", "0-3,8-11")) == 8
+    assert machine.threads_per_core(_cpus(tmp_path / "a", "0-3,8-11")) == 8
     on = tmp_path / "on"
     on.write_text("1\n")
-    ok = {c.name: c.ok for c in hw.check_machine(_cpus(tmp_path / "b", "0-3"), on, euid=0)}
+    ok = {c.name: c.ok for c in machine.check_machine(_cpus(tmp_path / "b", "0-3"), on, euid=0)}
     assert ok == {"root": True, "SMT": True}
-    off = {c.name: c.ok for c in hw.check_machine(_cpus(tmp_path / "c", "0"), tmp_path / "x",
+    off = {c.name: c.ok for c in machine.check_machine(_cpus(tmp_path / "c", "0"), tmp_path / "x",
                                                     euid=1000)}
     assert off == {"root": False, "SMT": False}
 
 
 def test_tools_name_their_fix_and_accept_any_alternative():
     have = {"funclatency", "bpftrace", "perf", "hackbench", "tbench", "stress-ng"}
-    checks = hw.check_tools(lambda n: n if n in have else None)
+    checks = machine.check_tools(lambda n: n if n in have else None)
     assert all(c.ok for c in checks)        # schbench is optional: left out
     sch = next(c for c in checks if c.name == "tool schbench")
     assert "left out" in sch.detail and "not packaged" in sch.fix
-    bad = [c for c in hw.check_tools(lambda n: None) if not c.ok]
+    bad = [c for c in machine.check_tools(lambda n: None) if not c.ok]
     assert "tool perf" in [c.name for c in bad] and "tool schbench" not in [c.name for c in bad]
 
 
 def test_the_config_hash_ignores_comments_and_order():
     a = "# comment\nCONFIG_A=y\nCONFIG_B=m\n"
     b = "CONFIG_B=m\nCONFIG_A=y\n"
-    assert hw.config_hash(a) == hw.config_hash(b) != hw.config_hash("CONFIG_A=y\n")
+    assert machine.config_hash(a) == machine.config_hash(b) != machine.config_hash("CONFIG_A=y\n")
 
 
 def test_preflight_text_marks_what_is_missing():
-    pf = hw.Preflight([hw.Check("a", True, "fine"), hw.Check("b", False, "gone", "add b")])
+    pf = machine.Preflight([machine.Check("a", True, "fine"), machine.Check("b", False, "gone", "add b")])
     assert not pf.ok and [c.name for c in pf.missing()] == ["b"]
     assert "[MISSING] b: gone" in pf.text() and "fix: add b" in pf.text()
 
 
 def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
     d = _debugfs(tmp_path, "NO_SG_STATS_REUSE GENTLE_FAIR_SLEEPERS\n", knobs=())
-    present = hw.kernel_pieces(d)
+    present = machine.kernel_pieces(d)
     assert present == ["SG_STATS_REUSE"]
     ok, missing = hw.arms_here(present)
     assert [a.name for a in ok] == ["series", "series-again", "lbstats"]
     assert {a.needs for a in missing} == {"swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE"}
-    assert hw.kernel_pieces(tmp_path / "absent") == []
+    assert machine.kernel_pieces(tmp_path / "absent") == []
 
 
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
@@ -229,10 +229,10 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
 def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch):
     conf = tmp_path / "config"
     conf.write_text(SERIES_CONFIG)
-    monkeypatch.setenv(hw.CONFIG_ENV, str(conf))
-    assert hw.config_text() == SERIES_CONFIG
-    monkeypatch.setenv(hw.CONFIG_ENV, str(tmp_path / "absent"))
-    assert hw.config_text() == ""
+    monkeypatch.setenv(machine.CONFIG_ENV, str(conf))
+    assert machine.config_text() == SERIES_CONFIG
+    monkeypatch.setenv(machine.CONFIG_ENV, str(tmp_path / "absent"))
+    assert machine.config_text() == ""
 
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
@@ -305,9 +305,9 @@ def test_a_report_before_any_comparison_says_so(tmp_path):
 def _fake_kit(tmp_path, monkeypatch, behaviour):
     from schedlab.measuring import ab
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
-    monkeypatch.setattr(hw, "preflight", lambda: hw.Preflight([]))
-    monkeypatch.setattr(hw, "machine_record", lambda: {"model": "test box"})
-    monkeypatch.setattr(hw, "kernel_pieces", lambda d: [n.name for n in hw.KERNEL_NEEDS])
+    monkeypatch.setattr(machine, "preflight", lambda: machine.Preflight([]))
+    monkeypatch.setattr(machine, "machine_record", lambda: {"model": "test box"})
+    monkeypatch.setattr(machine, "kernel_pieces", lambda d: [n.name for n in machine.KERNEL_NEEDS])
     asked = []
 
     def fake(req, tables_only=False):
@@ -394,7 +394,7 @@ def test_the_swb_arms_walk_the_topic_patch_by_patch():
     assert count >= 2
     assert [dict(a.knobs)["swb_state"] for a in swb] == [str(i) for i in range(count)]
     # The series' own state (4) is the reference's: it writes nothing.
-    assert hw.ARMS[0].knobs == () and "swb_state" in {n.name for n in hw.KERNEL_NEEDS}
+    assert hw.ARMS[0].knobs == () and "swb_state" in {n.name for n in machine.KERNEL_NEEDS}
     from schedlab.measuring import plan as planmod
     assert planmod.parse_knobs(["swb_state=0"]) == {"swb_state": "0"}
 
@@ -546,7 +546,7 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     assert hw.report_again(kind=hw.SHARE) == 0
     with pytest.raises(Exception, match="no run to report on"):
         hw.report_again()
-    plan = hw.plan_text([n.name for n in hw.KERNEL_NEEDS], 5, 1, 30, kind=hw.SHARE)
+    plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, kind=hw.SHARE)
     assert "2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
 
 

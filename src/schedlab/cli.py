@@ -32,7 +32,7 @@ from schedlab.core import deps, guests, targets
 from schedlab.core import topology as topomod
 from schedlab.core.spec import BuildSpec
 from schedlab.core.util import LabError, eprint, say, set_repo
-from schedlab.kit import hw
+from schedlab.kit import hw, kitproof, machine, rehearsal
 from schedlab.measuring import ab as abmod
 from schedlab.measuring import compare as comparemod
 from schedlab.measuring import measure as measuremod
@@ -69,7 +69,6 @@ def cmd_hw(args: argparse.Namespace) -> int:
         raise LabError("hw --lb-share is a pass of its own: without "
                        + ("--c2c" if args.c2c else "--switch-proof"))
     if args.rehearse:
-        from schedlab.kit import rehearsal
         if args.fresh:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
@@ -89,12 +88,11 @@ def cmd_hw(args: argparse.Namespace) -> int:
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
-        from schedlab.kit import kitproof
         return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
     args.rounds = args.rounds or 5
     seconds = args.seconds or 30
     if args.plan:
-        say(hw.plan_text(hw.kernel_pieces(hw.DEBUG_SCHED), args.rounds, args.runs, seconds,
+        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs, seconds,
                          args.arm, bench, kind))
         return 0
     if args.report:

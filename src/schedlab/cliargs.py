@@ -25,6 +25,7 @@ from schedlab.measuring import results as resmod
 from schedlab.measuring import workloads as workmod
 from schedlab.series import matrix
 from schedlab.series.breaks import BREAKS
+from schedlab.series.topics import VARIANT_PREFIX, read_topics, variant_names
 
 Sub = Any   # argparse's subparsers action (a private type)
 VARIANTS = ("base", "patched")
@@ -110,7 +111,6 @@ def break_arg(text: str) -> str:
 
 def topic_arg(text: str) -> str:
     """A topic of patches/topics, refused at parse time otherwise."""
-    from schedlab.series.topics import read_topics
     names = [t.name for t in read_topics()]
     if text not in names:
         raise argparse.ArgumentTypeError(f"unknown topic {text!r}; known: {', '.join(names)}")
@@ -119,7 +119,6 @@ def topic_arg(text: str) -> str:
 
 def topic_step_arg(text: str) -> str:
     """A topic, or NAME@K: that topic's first K patches (a build variant)."""
-    from schedlab.series.topics import VARIANT_PREFIX, variant_names
     name, at, _ = text.partition("@")
     topic_arg(name)
     if at and VARIANT_PREFIX + text not in variant_names():
@@ -189,7 +188,6 @@ def build_variant(args: argparse.Namespace) -> str:
     if topic and args.variant:
         raise LabError(f"--variant {args.variant} and --topic {topic}: give one")
     if topic:
-        from schedlab.series.topics import VARIANT_PREFIX
         return VARIANT_PREFIX + topic
     return args.variant or "patched"
 

@@ -30,6 +30,7 @@ from schedlab.core.build import BuildResult
 from schedlab.core.spec import BuildSpec, TreeSpec, VmOptions
 from schedlab.core.stages import Stage
 from schedlab.core.util import git, package_file, repo_dir, run, say
+from schedlab.kit import rehearsal
 from schedlab.measuring.measure import probe_build
 from schedlab.series import kselftest, kunit, kunit_tool, matrix, objdiff, patchset
 from schedlab.series import peer_tests as peermod
@@ -192,7 +193,6 @@ def _soak(ctx: Dict[str, Any]) -> bool:
 
 
 def _rehearsal(ctx: Dict[str, Any]) -> bool:
-    from schedlab.kit import rehearsal
 
     # With --c2c: the guest has no load sampling, so this checks that the
     # kit drops it with perf's words and goes on.

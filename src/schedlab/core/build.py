@@ -11,8 +11,10 @@ of the lab in another folder hits the same cache.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import time
@@ -295,7 +297,6 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
 
 
 def _fragments_sha(config: str, arch: Arch) -> str:
-    import hashlib
     h = hashlib.sha256()
     for p in config_fragments(config, arch):
         h.update(p.read_bytes())
@@ -357,7 +358,6 @@ def prepare(tree: Tree, build_dir: Path, config: str, arch: Arch, log: Path,
 
 def native_arch() -> Arch:
     """The Arch of this machine, compiled natively (no CROSS_COMPILE)."""
-    import platform
     machine = platform.machine()
     if machine not in ARCHES:
         raise LabError(f"host kernels are built for {' and '.join(ARCHES)}; this is {machine}")

@@ -37,6 +37,8 @@ from schedlab.core import topology as topomod
 from schedlab.core import vm
 from schedlab.core.spec import BuildSpec, TreeSpec
 from schedlab.core.util import LabError, repo_dir, say, work_dir
+from schedlab.kit import hw, hwreport
+from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
 
 ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
@@ -84,7 +86,6 @@ class Outcome:
 
 def every_arm() -> Tuple[str, ...]:
     """The test stage's arms: all of the kit's."""
-    from schedlab.kit import hw
     return tuple(a.name for a in hw.ARMS)
 
 
@@ -121,7 +122,6 @@ def parse_marks(output: str) -> Dict[str, str]:
 def switch_values(results: Path, bench: str) -> Dict[str, float]:
     """SWITCH_METRIC per arm of SWITCH_PAIR, from the runs the guest left in
     RESULTS (hw-ARM/run-BENCH-*.json; the mean over the runs found)."""
-    from schedlab.measuring import results as resmod
     out = {}
     for arm in SWITCH_PAIR:
         try:
@@ -191,7 +191,6 @@ def _work(path: Path) -> Iterator[None]:
 
 
 def run(req: RehearsalRequest) -> Outcome:
-    from schedlab.kit import hw, hwreport
     unknown = set(req.arms) - {a.name for a in hw.ARMS}
     if unknown or len(req.arms) < 2:
         raise LabError(f"rehearsal: arms {', '.join(req.arms)}: two or more of "

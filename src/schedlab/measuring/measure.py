@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import threading
 import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from schedlab.core import build as buildmod
+from schedlab.core import deps
 from schedlab.core import topology as topomod
 from schedlab.core import vm
 from schedlab.core.spec import BuildSpec
@@ -111,7 +114,8 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
     folder = planmod.write(plan, raw / "plan")
     if vmlinux and (folder / "bt" / "calibrate.kfunc.bt").is_file():
         icount.write_insns(vmlinux, raw)
-    qemu_extra, kernel_args = "", ()   # type: str, Tuple[str, ...]
+    qemu_extra = ""
+    kernel_args: Tuple[str, ...] = ()
     counts = raw / "insns-counts.txt"
     if "insns" in plan.probes:
         # The plugin counts from qemu's start, at addresses fixed then.
@@ -256,9 +260,7 @@ def _measured(label: str, record: resume.Record, runs: List[resmod.Run]) -> List
 
 def host_setting(plan: Plan, variant: Optional[str]) -> resmod.Setting:
     """The setting of runs on this machine, in the kernel it runs."""
-    import platform
 
-    from schedlab.core import build as buildmod
     conf = buildmod.running_config_text()
     return resmod.Setting(topology=host_topology(),
                           config=host_config_key(conf) if conf else "host-config:?",
@@ -289,7 +291,6 @@ def measure_build(tree_spec, variant: str, label: str, plan: Plan, topology: str
                   online: Optional[int], timeout: float, arch: Optional[str] = None,
                   no_build: bool = False, fresh: bool = False) -> List[resmod.Run]:
     """'measure --vm': build VARIANT's probe kernel (unless no_build), PLAN in the VM."""
-    from schedlab.core import deps
     folder = resmod.results_dir(label)
     record = resume.start(folder, "measure", {
         "where": "vm", "tree": {"kernel": tree_spec.kernel, "base": tree_spec.base},

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -85,7 +85,6 @@ class Plan:
         return [w.name for w in self.workloads]
 
     def with_(self, **changes) -> "Plan":
-        from dataclasses import replace
         return replace(self, **changes)
 
     def needs(self) -> List[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from schedlab.core import build as buildmod
+from schedlab.core.deps import venv_env
 from schedlab.core.source import Tree
 from schedlab.core.targets import TARGETS, BootTarget
 from schedlab.core.util import Finished, LabError, git, log_dir, repo_dir, run, say, work_dir
@@ -101,7 +102,6 @@ def checkpatch(tree: Tree, patch: Path) -> Finished:
     maintainers_cover() instead: a new file under a path that a MAINTAINERS
     section already covers needs no update.
     """
-    from schedlab.core.deps import venv_env
     ignore = ["FILE_PATH_CHANGES"]
     # A base without history (Debian's tree is one import commit) cannot
     # resolve the upstream commits a changelog names; the form of the
