@@ -2,7 +2,7 @@
 
 import pytest
 
-from schedlab import cli
+from schedlab import cli, cliargs
 
 
 def _parse(*argv):
@@ -39,12 +39,12 @@ def test_options_a_command_would_ignore_are_refused(argv):
 def test_typed_requests_from_options():
     args = _parse("vm", "-t", "smt8", "--online", "4", "--append", "quiet", "--no-build",
                   "--", "nproc")
-    assert cli.vm_options(args).online == 4 and cli.vm_options(args).append == ("quiet",)
-    spec = cli.build_spec(args)
+    assert cliargs.vm_options(args).online == 4 and cliargs.vm_options(args).append == ("quiet",)
+    spec = cliargs.build_spec(args)
     assert (spec.variant, spec.config, spec.no_build, spec.name) == ("patched", "lab", True,
                                                                      "patched")
     args = _parse("ab", "--plan", "stress-50", "--runs", "2", "--probe", "swb")
-    plan = cli.plan_request(args)
+    plan = cliargs.plan_request(args)
     assert plan.names() == ["stress-50"] and plan.runs == 2 and plan.probes == ("swb",)
 
 

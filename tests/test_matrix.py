@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from schedlab import cli
+from schedlab import cli, cli_series
 from schedlab.core import build as buildmod
 from schedlab.core.util import LabError
-from schedlab.series import matrix, patchset
+from schedlab.series import matrix, matrix_cells, patchset
 
 REPO = Path(__file__).resolve().parents[1]
 BASE, MID, TIP = "b" * 40, "c" * 40, "d" * 40
@@ -20,43 +20,43 @@ BASE, MID, TIP = "b" * 40, "c" * 40, "d" * 40
 # ------------------------------------------------------------------ the table
 
 def test_cell_table_is_sane():
-    names = [c.name for c in matrix._cells()]
-    assert len(names) == len(set(names)) == len(matrix.CELLS)
-    for cell in matrix.CELLS.values():
-        assert cell.tier in matrix.TIERS and cell.test in matrix.TEST_MODES, cell.name
-        assert cell.arch in matrix.ARCHES and cell.why, cell.name
+    names = [c.name for c in matrix_cells._cells()]
+    assert len(names) == len(set(names)) == len(matrix_cells.CELLS)
+    for cell in matrix_cells.CELLS.values():
+        assert cell.tier in matrix_cells.TIERS and cell.test in matrix_cells.TEST_MODES, cell.name
+        assert cell.arch in matrix_cells.ARCHES and cell.why, cell.name
         # a request is never asked for twice with different values
         asked = {}
         for sym, val in cell.requests:
             assert asked.setdefault(sym, val) == val, (cell.name, sym)
-    default = {c.name for c in matrix.cells_for("default")}
+    default = {c.name for c in matrix_cells.cells_for("default")}
     assert default == {"all-tests-turns-option-on", "fgs-no-cfs-bandwidth+all-tests"}
-    assert len(matrix.cells_for("full")) == len(matrix.CELLS)
-    assert set(matrix.BISECT_CELLS) <= set(matrix.CELLS) and matrix.SPARSE_CELL in matrix.CELLS
+    assert len(matrix_cells.cells_for("full")) == len(matrix_cells.CELLS)
+    assert set(matrix_cells.BISECT_CELLS) <= set(matrix_cells.CELLS) and matrix_cells.SPARSE_CELL in matrix_cells.CELLS
     for name in names:
         if name.startswith("no-") and not name.endswith("+all-tests"):
-            assert matrix.CELLS[name].test == "direct"
-            assert matrix.CELLS[name + "+all-tests"].test == "all-tests"
-    assert len([n for n in names if n.startswith("no-")]) == 2 * len(matrix.DROPS)
+            assert matrix_cells.CELLS[name].test == "direct"
+            assert matrix_cells.CELLS[name + "+all-tests"].test == "all-tests"
+    assert len([n for n in names if n.startswith("no-")]) == 2 * len(matrix_cells.DROPS)
 
 
 def test_cells_are_grouped_by_arch_in_table_order():
-    cells = matrix.cells_for("full")
+    cells = matrix_cells.cells_for("full")
     arches = [c.arch for c in cells]
-    assert arches == sorted(arches, key=list(matrix.ARCHES).index)
-    assert [c.name for c in matrix.cells_for("default", ["ppc64le-all", "rt", "tiny"])] == \
+    assert arches == sorted(arches, key=list(matrix_cells.ARCHES).index)
+    assert [c.name for c in matrix_cells.cells_for("default", ["ppc64le-all", "rt", "tiny"])] == \
         ["tiny", "rt", "ppc64le-all"]
 
 
 def test_cell_records_refuse_bad_values():
     with pytest.raises(ValueError):
-        matrix.Cell("x", "x86_64", (("CONFIG_SMP", "y"),), "off", "default", "why")
+        matrix_cells.Cell("x", "x86_64", (("CONFIG_SMP", "y"),), "off", "default", "why")
     with pytest.raises(ValueError):
-        matrix.Cell("x", "x86_64", (("SMP", "m"),), "off", "default", "why")
+        matrix_cells.Cell("x", "x86_64", (("SMP", "m"),), "off", "default", "why")
     with pytest.raises(ValueError):
-        matrix.Cell("x", "sparc", (), "off", "default", "why")
+        matrix_cells.Cell("x", "sparc", (), "off", "default", "why")
     with pytest.raises(ValueError):
-        matrix.Cell("x", "x86_64", (), "sometimes", "default", "why")
+        matrix_cells.Cell("x", "x86_64", (), "sometimes", "default", "why")
 
 
 def _symbols_the_series_tests():
@@ -71,39 +71,39 @@ def _symbols_the_series_tests():
             elif line.startswith("+") and path and path.startswith("kernel/") and \
                     re.search(r"#\s*(?:el)?if|IS_ENABLED\(", line):
                 found.update(re.findall(r"\bCONFIG_([A-Z0-9_]+)", line))
-    return found - {matrix.TEST_OPTION}
+    return found - {matrix_cells.TEST_OPTION}
 
 
 def test_every_symbol_the_series_tests_is_built_on_and_off():
     syms = _symbols_the_series_tests()
     assert {"FAIR_GROUP_SCHED", "NUMA_BALANCING", "SCHED_CACHE"} <= syms
-    cells = matrix.CELLS.values()
+    cells = matrix_cells.CELLS.values()
     for sym in syms:
         # Asked for or expected, not left to Kconfig's defaults; an arch's
         # own symbol (PPC64) is off in the cells of the other arches.
-        values = {v for c in cells for k, v in c.requests + c.expect + matrix.ARCH_EXPECT[c.arch]
+        values = {v for c in cells for k, v in c.requests + c.expect + matrix_cells.ARCH_EXPECT[c.arch]
                   if k == sym}
-        arch_own = [c.arch for c in cells if sym in dict(matrix.ARCH_EXPECT[c.arch])]
+        arch_own = [c.arch for c in cells if sym in dict(matrix_cells.ARCH_EXPECT[c.arch])]
         if arch_own and any(c.arch not in arch_own for c in cells):
             values.add("n")
         assert values >= {"y", "n"}, sym
 
 
 def test_each_all_tests_cell_is_its_direct_cell_with_kunit_all_tests():
-    pairs = [(n, n[:-len("+all-tests")]) for n in matrix.CELLS if n.endswith("+all-tests")
-             and n[:-len("+all-tests")] in matrix.CELLS]
+    pairs = [(n, n[:-len("+all-tests")]) for n in matrix_cells.CELLS if n.endswith("+all-tests")
+             and n[:-len("+all-tests")] in matrix_cells.CELLS]
     assert len(pairs) >= 5
     for name, direct in pairs:
-        got, base = dict(matrix.CELLS[name].requests), dict(matrix.CELLS[direct].requests)
-        base.pop(matrix.TEST_OPTION, None)
-        assert matrix.CELLS[name].test == "all-tests" and got.pop("KUNIT_ALL_TESTS") == "y"
+        got, base = dict(matrix_cells.CELLS[name].requests), dict(matrix_cells.CELLS[direct].requests)
+        base.pop(matrix_cells.TEST_OPTION, None)
+        assert matrix_cells.CELLS[name].test == "all-tests" and got.pop("KUNIT_ALL_TESTS") == "y"
         assert got == base, name
 
 
 def test_each_no_cell_turns_off_what_its_name_says_and_keeps_the_rest():
-    full = dict(matrix.CELLS["all"].requests)
+    full = dict(matrix_cells.CELLS["all"].requests)
     checked = 0
-    for name, cell in matrix.CELLS.items():
+    for name, cell in matrix_cells.CELLS.items():
         if not name.startswith("no-") or "+" in name:
             continue
         checked += 1
@@ -121,11 +121,11 @@ def test_each_no_cell_turns_off_what_its_name_says_and_keeps_the_rest():
 
 
 def test_the_test_options_modes():
-    on = matrix.CELLS["all-tests-turns-option-on"]
-    assert matrix.TEST_OPTION not in dict(on.requests)
-    assert (matrix.TEST_OPTION, "y") in matrix.TEST_EXPECT[on.test]
-    assert dict(matrix.CELLS["tiny-smp-kunit"].requests)[matrix.TEST_OPTION] == "y"
-    assert matrix.TEST_OPTION not in dict(matrix.CELLS["tiny"].requests)
+    on = matrix_cells.CELLS["all-tests-turns-option-on"]
+    assert matrix_cells.TEST_OPTION not in dict(on.requests)
+    assert (matrix_cells.TEST_OPTION, "y") in matrix_cells.TEST_EXPECT[on.test]
+    assert dict(matrix_cells.CELLS["tiny-smp-kunit"].requests)[matrix_cells.TEST_OPTION] == "y"
+    assert matrix_cells.TEST_OPTION not in dict(matrix_cells.CELLS["tiny"].requests)
 
 
 def _kconfig_symbols(tree: Path) -> set:
@@ -147,15 +147,15 @@ def test_every_symbol_of_the_table_is_in_the_trees_kconfig(kernel_tree):
     for patch in (REPO / "patches").glob("*.patch"):
         known.update(re.findall(r"^\+\s*(?:menu)?config\s+([A-Z0-9_]+)\s*$",
                                 patch.read_text(errors="replace"), re.M))
-    asked = {sym for c in matrix.CELLS.values()
-             for sym, _ in c.requests + c.expect + matrix.ARCH_EXPECT[c.arch]}
+    asked = {sym for c in matrix_cells.CELLS.values()
+             for sym, _ in c.requests + c.expect + matrix_cells.ARCH_EXPECT[c.arch]}
     assert asked - known == set()
 
 
 # ------------------------------------------------------------------ the config check
 
 def test_a_request_kconfig_dropped_fails_naming_the_symbol():
-    cell = matrix.CELLS["all"]
+    cell = matrix_cells.CELLS["all"]
     final = buildmod.parse_config("\n".join(f"CONFIG_{s}={v}" for s, v in cell.requests
                                             if v == "y")
                                   + "\nCONFIG_64BIT=y\nCONFIG_NO_HZ_COMMON=y\n")
@@ -168,7 +168,7 @@ def test_a_request_kconfig_dropped_fails_naming_the_symbol():
 
 
 def test_an_expectation_not_met_fails():
-    cell = matrix.CELLS["all-tests-turns-option-on"]
+    cell = matrix_cells.CELLS["all-tests-turns-option-on"]
     text = ("CONFIG_64BIT=y\nCONFIG_SMP=y\nCONFIG_KUNIT=y\nCONFIG_KUNIT_ALL_TESTS=y\n"
             "CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y\n")
     assert matrix.check_config(cell, buildmod.parse_config(text)) == []
@@ -176,11 +176,11 @@ def test_an_expectation_not_met_fails():
                                              "# CONFIG_SCHED_FAIR_LB_KUNIT_TEST is not set"))
     assert matrix.check_config(cell, off) == ["CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y expected, got n"]
     # The arch's expectation: tinyconfig without ARCH=x86_64 is 32-bit.
-    assert matrix.check_config(matrix.CELLS["tiny"], {}) == ["CONFIG_64BIT=y expected, got n"]
+    assert matrix.check_config(matrix_cells.CELLS["tiny"], {}) == ["CONFIG_64BIT=y expected, got n"]
 
 
 def test_config_args_follow_the_requests_in_order():
-    cell = matrix.CELLS["fgs-no-cfs-bandwidth+all-tests"]
+    cell = matrix_cells.CELLS["fgs-no-cfs-bandwidth+all-tests"]
     assert cell.config_args() == [
         "--enable", "SMP", "--enable", "CGROUPS", "--enable", "CGROUP_SCHED",
         "--enable", "FAIR_GROUP_SCHED", "--disable", "CFS_BANDWIDTH", "--enable", "KUNIT",
@@ -245,7 +245,7 @@ def test_cli_matrix_request(monkeypatch):
         seen.update(tree=tree, tier=tier, cells=cells, end=end)
         return "report", True
     monkeypatch.setattr(matrix, "run", fake_run)
-    monkeypatch.setattr(cli, "tree_spec", lambda args: type(
+    monkeypatch.setattr(cli_series, "tree_spec", lambda args: type(
         "S", (), {"resolve": staticmethod(lambda: "TREE")})())
     assert cli.main(["series", "matrix", "--full", "--cells", "tiny,rt", "--end", "my-tip"]) == 0
     assert seen == {"tree": "TREE", "tier": "full", "cells": ["tiny", "rt"], "end": "my-tip"}
@@ -313,7 +313,7 @@ def lab(tmp_path, monkeypatch):
                 values = buildmod.parse_config(cfg.read_text())
                 values["CONFIG_NO_HZ_COMMON"] = values.get("CONFIG_NO_HZ_IDLE", "n")  # select
                 if values.get("CONFIG_KUNIT_ALL_TESTS") == "y":      # the option's default
-                    values.setdefault("CONFIG_" + matrix.TEST_OPTION, "y")
+                    values.setdefault("CONFIG_" + matrix_cells.TEST_OPTION, "y")
                 values.update(state["kconfig"])
                 _write_config(cfg, values)
             elif target == "vmlinux" and what.split(":")[0] in state["link_fails"]:
@@ -351,7 +351,7 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(matrix.patchset, "ensure_variant", lambda t, variant: TIP)
     monkeypatch.setattr(buildmod, "known_symbols",
                         lambda path, syms: {s for s in syms if s != "CONFIG_" +
-                                            matrix.TEST_OPTION or tree.head != BASE})
+                                            matrix_cells.TEST_OPTION or tree.head != BASE})
     return tree, events, state
 
 
@@ -371,7 +371,7 @@ def test_default_tier_runs_the_four_steps_per_cell_in_one_folder(lab, capsys):
     text, ok = matrix.run(tree)
     assert ok, text
     steps = _steps(events)
-    cells = matrix.cells_for("default")
+    cells = matrix_cells.cells_for("default")
     expected = []
     for cell in cells:
         expected += [("tinyconfig", "matrix-x86_64", "x86_64", "d")]
@@ -381,13 +381,13 @@ def test_default_tier_runs_the_four_steps_per_cell_in_one_folder(lab, capsys):
         if cell.link:
             expected += [("vmlinux", "matrix-x86_64", "x86_64", "d")]
     assert steps == expected
-    assert not matrix.CELLS["all-tests-turns-option-on"].link   # the config alone
+    assert not matrix_cells.CELLS["all-tests-turns-option-on"].link   # the config alone
     assert events[0] == ("lock", "series matrix") and events[-1] == ("unlock", "series matrix")
     for cell in cells:
         assert (Path(os.environ["SCHEDLAB_WORK"]) / "logs" / f"matrix-{cell.name}.log").is_file()
         assert re.search(rf"\[\s*ok\] {re.escape(cell.name)}\s", text)
     # the requests reach scripts/config in the cell's order
-    fgs = matrix.CELLS["fgs-no-cfs-bandwidth+all-tests"]
+    fgs = matrix_cells.CELLS["fgs-no-cfs-bandwidth+all-tests"]
     assert ("scripts/config", "matrix-x86_64", tuple(fgs.config_args())) in events
 
 
@@ -468,7 +468,7 @@ def test_full_tier_bisects_cell_major_and_diffs_sparse(lab):
     assert not ok
     steps = _steps(events)
     # every cell at the tip first
-    linked = [c for c in matrix.CELLS.values() if c.link]
+    linked = [c for c in matrix_cells.CELLS.values() if c.link]
     assert [s[3] for s in steps if s[0] == "vmlinux"][:len(linked)] == ["d"] * len(linked)
     x86 = ("matrix-x86_64", "x86_64")
 
@@ -494,7 +494,7 @@ def test_full_tier_bisects_cell_major_and_diffs_sparse(lab):
 
 def test_sparse_diff_at_the_base_skips_symbols_the_base_lacks(lab):
     tree, events, state = lab
-    state["kconfig"] = {"CONFIG_" + matrix.TEST_OPTION: "n"}   # the base has no option
+    state["kconfig"] = {"CONFIG_" + matrix_cells.TEST_OPTION: "n"}   # the base has no option
     result = matrix.sparse_diff(tree, BASE, TIP)
     # the tip's config check is strict: the option must be there
     assert result.outcome == "failed" and result.kind == "sparse"
@@ -523,7 +523,7 @@ def test_stage_body_prints_the_report(monkeypatch, capsys):
 
 def test_the_docs_page_lists_every_cell():
     page = (REPO / "docs" / "matrix.md").read_text()
-    for name in matrix.CELLS:
+    for name in matrix_cells.CELLS:
         assert f"`{name}`" in page, name
 
 

@@ -23,7 +23,7 @@ from schedlab.measuring import plan as planmod
 from schedlab.measuring import probes as probemod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import workloads as workmod
-from schedlab.series import matrix
+from schedlab.series import matrix_cells
 from schedlab.series.breaks import BREAKS
 from schedlab.series.topics import VARIANT_PREFIX, read_topics, variant_names
 
@@ -76,12 +76,12 @@ label_arg = _checked("label", _label)
 result_set_arg = _checked("result set", _result_set)
 
 
-_cells_text = _checked("cells", matrix.parse_cells)
+_cells_text = _checked("cells", matrix_cells.parse_cells)
 
 
 def cells_arg(text: str) -> List[str]:
-    """--cells A,B: names of the config matrix's cells (matrix.CELLS), as a list."""
-    return matrix.parse_cells(_cells_text(text))
+    """--cells A,B: names of the config matrix's cells (matrix_cells.CELLS), as a list."""
+    return matrix_cells.parse_cells(_cells_text(text))
 
 
 def positive_int(text: str) -> int:

@@ -1,0 +1,117 @@
+"""The kit's command: 'hw' (kit/)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
+from schedlab.core.util import LabError, say
+from schedlab.kit import hw, kitproof, machine, rehearsal
+
+
+def cmd_hw(args: argparse.Namespace) -> int:
+    if args.code_only and not args.switch_proof:
+        raise LabError("hw --code-only goes with --switch-proof")
+    bench = args.bench.split(",") if args.bench else None
+    kind = hw.SHARE if args.lb_share else hw.MAIN
+    hw.refuse_unknown(args.arm, bench)
+    if args.lb_share and (args.c2c or args.switch_proof):
+        raise LabError("hw --lb-share is a pass of its own: without "
+                       + ("--c2c" if args.c2c else "--switch-proof"))
+    if args.rehearse:
+        if args.fresh:
+            raise LabError("hw --rehearse always measures afresh (a new boot each time); "
+                           "drop --fresh")
+        arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.ARMS)
+        hw.pick(hw.ARMS, arms, bench)   # refused before a build
+        req = rehearsal.RehearsalRequest(
+            args.topology, tuple(arms),
+            tuple(bench or rehearsal.BENCH),
+            args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
+            rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
+            timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
+        return 0 if rehearsal.run(req).ok else 1
+    if args.switch_proof:
+        given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
+                                ("--arm", args.arm), ("--bench", args.bench),
+                                ("--runs", args.runs != 1), ("--c2c", args.c2c)) if v]
+        if given:
+            raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
+                           f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
+        return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
+    args.rounds = args.rounds or 5
+    seconds = args.seconds or 30
+    if args.plan:
+        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs, seconds,
+                         args.arm, bench, kind))
+        return 0
+    if args.report:
+        return hw.report_again(not args.no_plots, kind)
+    return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kind)
+
+
+def add_hw(sub: Sub) -> None:
+    p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
+                "kit needs, record the machine, run the arms interleaved (work/results/hw-*)", """
+./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
+./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
+./schedlab hw                              # the runs, then work/results/hw/report.md
+./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
+./schedlab hw --lb-share                   # a pass of its own: how much SG_STATS_REUSE's sums
+                                           # could serve here (work/results/hw-share/report.md)
+./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked
+./schedlab hw --switch-proof               # on the lab host: each swb_state under icount against
+                                           # the kernel built at its patch""")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--check", action="store_true",
+                      help="only the checks and the machine's record")
+    what.add_argument("--plan", action="store_true",
+                      help="print the arms this kernel can run, the benchmarks and the "
+                           "estimated duration; runs nothing")
+    what.add_argument("--report", action="store_true",
+                      help="write the report of the last run again from what finished "
+                           "(work/results/hw/report.md); runs nothing")
+    what.add_argument("--rehearse", action="store_true",
+                      help="on the lab's host, not the SMT machine: the kit inside a guest "
+                           "booted with the kit's kernel (icount build, single-thread TCG), "
+                           "3 s runs; checks the report (work/hw-rehearsal/)")
+    what.add_argument("--switch-proof", action="store_true",
+                      help="on the lab's host: should_we_balance()'s instructions per call "
+                           "in each swb_state of the kit's kernel against the kernel built "
+                           "at its patch, under icount on smt8 (an 'ab' run of ten arms, "
+                           "two boots each; resumable); prints the proof "
+                           "(work/results/kit-icount-smt8/switch-proof.md)")
+    add_topology(p, "smt8")
+    add_tree_opts(p)
+    p.add_argument("--rounds", type=positive_int, default=None,
+                   help="rounds of all arms, interleaved (default 5; 1 with --rehearse)")
+    p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
+    p.add_argument("--seconds", type=positive_int, default=None,
+                   help="duration of timed workloads (default 30; 3 with --rehearse, 10 with "
+                        "--rehearse --lb-share)")
+    p.add_argument("--arm", action="append", metavar="NAME",
+                   help="only these arms (repeatable; the first is the reference): "
+                        + ", ".join(a.name for a in hw.ARMS))
+    p.add_argument("--bench", metavar="LIST",
+                   help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))
+    p.add_argument("--fresh", action="store_true",
+                   help="measure every round again; a rerun otherwise goes on from the "
+                        "first round not finished")
+    p.add_argument("--c2c", action="store_true",
+                   help="also perf c2c in every run (modified-line loads, where the CPU "
+                        "samples loads); its sampling changes what the other numbers "
+                        "measure, so run it as a pass of its own")
+    p.add_argument("--lb-share", action="store_true",
+                   help="the lb-share pass instead of the benchmarks': every busy balance "
+                        "above the lowest level replayed under SG_STATS_REUSE's rule, how "
+                        "much of their reads the sums could serve with this machine's "
+                        "phases (arms series and lbstats, " + ", ".join(hw.SHARE.bench)
+                        + " by default; work/results/hw-share/; with --plan, --report, "
+                        "--rehearse)")
+    p.add_argument("--no-plots", action="store_true",
+                   help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
+                        "makes the plots on the host with --report)")
+    p.add_argument("--code-only", action="store_true",
+                   help="with --switch-proof: the builds and the code comparison, no boot")
