@@ -202,7 +202,7 @@ def test_the_runs_are_an_ab_request_on_this_machine():
 
 
 def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypatch):
-    from schedlab.core.util import Stages
+    from schedlab.core.stages import Report
     from schedlab.measuring import ab
     from schedlab.measuring import measure as measuremod
     from schedlab.measuring import plan as planmod
@@ -219,7 +219,7 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
                         lambda label, plan, setting, timeout, key="":
                         calls.append((label, dict(plan.knobs))) or [])
     arms = (hw.ARMS[0], ARM["lbstats"])
-    ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Stages())
+    ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Report("ab"))
     assert calls == [("hw-series/boot-0", {}),
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
                      ("hw-series/boot-1", {}),

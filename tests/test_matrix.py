@@ -511,16 +511,6 @@ def test_sparse_missing_stops_before_any_build(lab, monkeypatch):
         matrix.sparse_diff(tree, BASE, TIP)
     assert not [e for e in events if e[0] == "make"]
 
-
-def test_stage_body_prints_the_report(monkeypatch, capsys):
-    monkeypatch.setattr(matrix, "run", lambda tree, tier: (f"report {tier} {tree}", False))
-    body = matrix.stage_body("full")
-    assert body({"tree": "T"}) is False
-    assert "report full T" in capsys.readouterr().out
-    with pytest.raises(ValueError):
-        matrix.stage_body("nightly")
-
-
 def test_the_docs_page_lists_every_cell():
     page = (REPO / "docs" / "matrix.md").read_text()
     for name in matrix_cells.CELLS:

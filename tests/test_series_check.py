@@ -74,18 +74,6 @@ def test_maintainers_cover_reads_the_commits_own_maintainers(tmp_path):
         "tools/t.c: new file that no MAINTAINERS section covers"]
 
 
-def test_stage_with_a_failed_check_is_reported_failed(capsys):
-    from schedlab.core.util import Stages
-    failed = []
-    st = Stages(failed)
-    with st.stage("good"):
-        pass
-    with st.stage("bad"):
-        failed.append("bad")
-    assert [status for _, _, status in st.times] == ["ok", "failed"]
-    assert "<== bad: failed" in capsys.readouterr().out
-
-
 HOOK_DIFF = """\
 diff --git a/kernel/sched/fair.c b/kernel/sched/fair.c
 --- a/kernel/sched/fair.c

@@ -154,7 +154,7 @@ def test_interrupt_prints_the_closing_line_and_leaves_the_rest_not_run(capsys):
         raise KeyboardInterrupt
     stages = [Stage("a", lambda c: True), Stage("b", boom), Stage("c", lambda c: True)]
     with pytest.raises(KeyboardInterrupt):
-        stagemod.run("test", stages)
+        stagemod.run("test", stages, None)
     out = capsys.readouterr().out
     assert "not run stages: b, c" in out
     assert out.rstrip().splitlines()[-1] == "test: 1 passed, 0 failed, 0 skipped"
@@ -182,3 +182,26 @@ def test_record_status(fake_lab, capsys, tmp_path):
     assert "a passing record exists" in capsys.readouterr().out
     (tmp_path / "patches" / "series").write_text("0001-y.patch\n")
     assert testcmd.patches_hash(tmp_path / "patches") != digest
+
+
+def test_the_matrix_stage_prints_the_report_on_the_fetched_tree(monkeypatch, capsys):
+    monkeypatch.setattr(testcmd.matrix, "run", lambda tree, tier: (f"report {tier} {tree}", False))
+    ctx = testcmd.TestContext(testcmd.TestRequest(), lambda tree, spec: None)
+    with pytest.raises(LabError, match="fetch stage has not run"):
+        testcmd._matrix("full")(ctx)
+    ctx.tree = "T"
+    assert testcmd._matrix("full")(ctx) is False
+    assert "report full T" in capsys.readouterr().out
+
+
+def test_a_timed_block_is_a_stage_of_the_report(capsys):
+    report = stagemod.Report("ab")
+    with report.stage("build"):
+        pass
+    with pytest.raises(LabError):
+        with report.stage("boot"):
+            raise LabError("no image")
+    assert [(r.name, r.outcome) for r in report.results] == [
+        ("build", stagemod.Outcome.PASSED), ("boot", stagemod.Outcome.FAILED)]
+    assert "<== boot: failed" in capsys.readouterr().out
+    assert report.closing_line() == "ab: 1 passed, 1 failed, 0 skipped"

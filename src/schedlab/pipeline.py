@@ -9,7 +9,8 @@ from schedlab.core import build as buildmod
 from schedlab.core import deps, guests
 from schedlab.core import topology as topomod
 from schedlab.core.spec import TreeSpec, VmOptions
-from schedlab.core.util import Stages, say
+from schedlab.core.stages import Report
+from schedlab.core.util import say
 from schedlab.measuring import measure as measuremod
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import probes as probemod
@@ -33,7 +34,7 @@ ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-1
                                   ("swb-cost",), runs=1, seconds=2, accel="icount")
 
 
-def setup_and_fetch(st: Stages, tree_spec: TreeSpec):
+def setup_and_fetch(st: Report, tree_spec: TreeSpec):
     """The first two stages of every command here: packages and venv, the tree."""
     with st.stage("setup"):
         deps.setup()
@@ -46,7 +47,7 @@ def setup_and_fetch(st: Stages, tree_spec: TreeSpec):
 def main_job(tree_spec: TreeSpec, topologies: List[str], opts: VmOptions,
              arch: Optional[str] = None) -> int:
     """Build and boot: fetch to topology check."""
-    st = Stages()
+    st = Report("run")
     try:
         tree = setup_and_fetch(st, tree_spec)
         with st.stage("series apply"):

@@ -17,7 +17,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -27,9 +27,10 @@ from schedlab.core import stages as stagemod
 from schedlab.core import targets
 from schedlab.core import topology as topomod
 from schedlab.core.build import BuildResult
+from schedlab.core.source import Tree
 from schedlab.core.spec import BuildSpec, TreeSpec, VmOptions
 from schedlab.core.stages import Stage
-from schedlab.core.util import git, package_file, repo_dir, run, say
+from schedlab.core.util import LabError, git, package_file, repo_dir, run, say
 from schedlab.kit import rehearsal
 from schedlab.measuring.measure import probe_build
 from schedlab.series import kselftest, kunit, kunit_tool, matrix, objdiff, patchset
@@ -53,7 +54,7 @@ REHEARSAL_TOPOLOGY = "smt8"
 # A topology boot's limit in the tiers (it takes 15-40 s under TCG).
 BOOT_TIMEOUT = 300
 
-Builder = Callable[[Any, BuildSpec], BuildResult]
+Builder = Callable[[Tree, BuildSpec], BuildResult]
 
 
 @dataclass(frozen=True)
@@ -73,31 +74,55 @@ class TestRequest:
         return "test --full" if self.full else "test"
 
 
+@dataclass
+class TestContext:
+    """What the stages share: the request and the builder, then what the
+    stages fill in: the fetched tree, the builds by key ('lab', 'probe',
+    'debug', 'lab-ppc64le', ...)."""
+    request: TestRequest
+    builder: Builder
+    tree: Optional[Tree] = None
+    builds: Dict[str, BuildResult] = field(default_factory=dict)
+
+    @property
+    def fetched(self) -> Tree:
+        """The tree the fetch stage resolved (every stage that reads it needs fetch)."""
+        if self.tree is None:
+            raise LabError("no kernel tree: the fetch stage has not run")
+        return self.tree
+
+    def releases(self) -> Dict[str, str]:
+        return {key: b.release for key, b in self.builds.items()}
+
+
+Body = Callable[[TestContext], bool]
+
+
 # ------------------------------------------------------------------ stage bodies
 
-def _setup(ctx: Dict[str, Any]) -> bool:
+def _setup(ctx: TestContext) -> bool:
     deps.setup()
     return True
 
 
-def _pytest(ctx: Dict[str, Any]) -> bool:
+def _pytest(ctx: TestContext) -> bool:
     return run(deps.pytest_cmd(), check=False).returncode == 0
 
 
-def _pytest_tree(ctx: Dict[str, Any]) -> bool:
+def _pytest_tree(ctx: TestContext) -> bool:
     """The lab's tests that read a kernel tree, on the fetched one: there a
     test that skips fails (tests/conftest.py).  With --kernel they read the
     lab's own tree under work/trees/, if there is one: they test the lab's
     parsers against the kunit.py and checkpatch.pl it was written for."""
     env = {}
-    if ctx["request"].tree.kernel is None:
-        env["SCHEDLAB_TEST_TREE"] = str(ctx["tree"].path)
+    if ctx.request.tree.kernel is None:
+        env["SCHEDLAB_TEST_TREE"] = str(ctx.fetched.path)
     else:
         say("  --kernel: on the lab's own tree under work/trees/, or skipped")
     return run(deps.pytest_cmd("tree"), env=env, check=False).returncode == 0
 
 
-def _lint(ctx: Dict[str, Any]) -> bool:
+def _lint(ctx: TestContext) -> bool:
     """mypy over the package, shellcheck over the guest scripts, the lab's
     commit subjects."""
     ok = run(deps.mypy_cmd(), check=False).returncode == 0
@@ -113,102 +138,107 @@ def _lint(ctx: Dict[str, Any]) -> bool:
     return ok and not problems
 
 
-def _fetch(ctx: Dict[str, Any]) -> bool:
-    tree = ctx["request"].tree.resolve()
-    ctx["tree"] = tree
-    say(f"  base: {tree.description}")
+def _fetch(ctx: TestContext) -> bool:
+    ctx.tree = ctx.request.tree.resolve()
+    say(f"  base: {ctx.tree.description}")
     return True
 
 
-def _objdiff(ctx: Dict[str, Any]) -> bool:
-    text, ok = objdiff.run_all(ctx["tree"])
+def _objdiff(ctx: TestContext) -> bool:
+    text, ok = objdiff.run_all(ctx.fetched)
     say(text)
     return ok
 
 
-def _series_check(ppc: bool) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
+def _series_check(ppc: bool) -> Body:
+    def body(ctx: TestContext) -> bool:
         if not patchset.read_series(patchset.patches_dir()):
             say("  the series is empty: nothing to check")
             return True
-        text, ok = series_check.check_all(ctx["tree"], ppc=ppc)
+        text, ok = series_check.check_all(ctx.fetched, ppc=ppc)
         say(text)
         return ok
     return body
 
 
-def _build(key: str, spec: BuildSpec) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
-        result = ctx["builder"](ctx["tree"], spec)
-        ctx[key] = result
-        ctx.setdefault("releases", {})[key] = result.release
+def _build(key: str, spec: BuildSpec) -> Body:
+    def body(ctx: TestContext) -> bool:
+        ctx.builds[key] = ctx.builder(ctx.fetched, spec)
         return True
     return body
 
 
-def _boot(key: str, arch: str, name: str) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
+def _boot(key: str, arch: str, name: str) -> Body:
+    def body(ctx: TestContext) -> bool:
         # A topology boot takes 15-40 s under TCG: one that has not ended in
         # BOOT_TIMEOUT hung, and is booted once more (vm.boot).
-        opts = ctx["request"].vm.with_(timeout=BOOT_TIMEOUT, retry_hung=True)
+        opts = ctx.request.vm.with_(timeout=BOOT_TIMEOUT, retry_hung=True)
         if not targets.get_target(arch).runs_commands:
             # The topology check alone: the boot options of the x86_64 runs
             # (a command, --rwdir, icount, --online) are not for this guest.
             opts = opts.with_(online=None, no_check=False, rwdirs=(), accel="auto")
         topo = topomod.parse_topology(name)
-        return guests.check_topology(arch, ctx[key].image, topo, opts) == 0
+        return guests.check_topology(arch, ctx.builds[key].image, topo, opts) == 0
     return body
 
 
 def _kunit(key: str, arch: str, name: str, online: Optional[int],
-           reference: Optional[str] = None) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
-        return kunit.run_on(ctx["tree"].path, ctx[key].image, name, online, None,
-                            ctx["request"].vm.timeout, arch=arch,
+           reference: Optional[str] = None) -> Body:
+    def body(ctx: TestContext) -> bool:
+        return kunit.run_on(ctx.fetched.path, ctx.builds[key].image, name, online, None,
+                            ctx.request.vm.timeout, arch=arch,
                             require_live=online is None,
-                            reference=ctx[reference].image if reference else None)
+                            reference=ctx.builds[reference].image if reference else None)
     return body
 
 
-def _kunit_py(key: str, arch: str) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
-        tree = ctx["tree"]
-        return kunit_tool.run_readme_command(tree.path, tree.key, ctx[key].image, arch=arch)
+def _kunit_py(key: str, arch: str) -> Body:
+    def body(ctx: TestContext) -> bool:
+        tree = ctx.fetched
+        return kunit_tool.run_readme_command(tree.path, tree.key, ctx.builds[key].image,
+                                             arch=arch)
     return body
 
 
-def _kselftest(ctx: Dict[str, Any]) -> bool:
-    return kselftest.run_selftest(ctx["tree"], ctx["lab"].image, ctx["request"].vm)
+def _kselftest(ctx: TestContext) -> bool:
+    return kselftest.run_selftest(ctx.fetched, ctx.builds["lab"].image, ctx.request.vm)
 
 
-def _integration(check: Callable[..., bool]) -> Callable[[Dict[str, Any]], bool]:
-    def body(ctx: Dict[str, Any]) -> bool:
-        return check(ctx["tree"], ctx["probe"], ctx["request"].vm)
+def _integration(check: Callable[..., bool]) -> Body:
+    def body(ctx: TestContext) -> bool:
+        return check(ctx.fetched, ctx.builds["probe"], ctx.request.vm)
     return body
 
 
-def _soak(ctx: Dict[str, Any]) -> bool:
-    return soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", ctx["request"].tree,
+def _soak(ctx: TestContext) -> bool:
+    return soakmod.run_for(SOAK_TOPOLOGY, SOAK_MINUTES, "patched", ctx.request.tree,
                            no_build=True, kit=True)
 
 
-def _rehearsal(ctx: Dict[str, Any]) -> bool:
-
+def _rehearsal(ctx: TestContext) -> bool:
     # With --c2c: the guest has no load sampling, so this checks that the
     # kit drops it with perf's words and goes on.
     return rehearsal.run(rehearsal.RehearsalRequest(
         REHEARSAL_TOPOLOGY, rehearsal.every_arm(), rehearsal.BENCH,
-        tree=ctx["request"].tree, c2c=True)).ok
+        tree=ctx.request.tree, c2c=True)).ok
 
 
-def _peer_tests(ctx: Dict[str, Any]) -> bool:
-    return peermod.run_peer_tests(ctx["request"].tree, ["patched"], no_build=True)
+def _matrix(tier: str) -> Body:
+    def body(ctx: TestContext) -> bool:
+        text, ok = matrix.run(ctx.fetched, tier)
+        say(text)
+        return ok
+    return body
+
+
+def _peer_tests(ctx: TestContext) -> bool:
+    return peermod.run_peer_tests(ctx.request.tree, ["patched"], no_build=True)
 
 
 # ------------------------------------------------------------------ the tiers
 
 def _target_stages(target: targets.BootTarget, topologies: Tuple[str, ...], tier: str,
-                   kunit_py: bool) -> List[Stage]:
+                   kunit_py: bool) -> List[Stage[TestContext]]:
     """A cross target's stages: its lab build, topology boots, KUnit boots."""
     arch, key, guest = target.arch, f"lab-{target.arch}", target.guest
     build = f"build patched/lab {arch}"
@@ -223,7 +253,7 @@ def _target_stages(target: targets.BootTarget, topologies: Tuple[str, ...], tier
     return out
 
 
-def stages_for(req: TestRequest) -> List[Stage]:
+def stages_for(req: TestRequest) -> List[Stage[TestContext]]:
     """The stage records of the tier REQ asks for, in the order they run."""
     setup = [Stage("setup", _setup)]
     target = targets.get_target(req.arch)
@@ -246,7 +276,7 @@ def stages_for(req: TestRequest) -> List[Stage]:
                   _series_check(ppc=req.full), ("fetch",)),
             Stage("config matrix (" + ("every cell, the bisection, sparse" if req.full
                                        else "the default cells") + ")",
-                  matrix.stage_body("full" if req.full else "default"), ("fetch",))]
+                  _matrix("full" if req.full else "default"), ("fetch",))]
     out += [Stage(f"boot {t} + topology check", _boot("lab", DEFAULT.arch, t), (lab,))
             for t in req.topologies]
     out += [Stage(f"KUnit on {t}", _kunit("lab", DEFAULT.arch, t, online), (lab,))
@@ -311,9 +341,9 @@ def record_path(digest: str) -> Path:
     return record_dir() / f"{digest[:16]}.json"
 
 
-def full_record(req: TestRequest, report: stagemod.Report, ctx: Dict[str, Any],
+def full_record(req: TestRequest, report: stagemod.Report, ctx: TestContext,
                 started: float, digest: str) -> Dict[str, Any]:
-    tree = ctx.get("tree")
+    tree = ctx.tree
     lab = git(repo_dir(), "rev-parse", "HEAD", check=False)
     return {
         "tier": req.title,
@@ -325,7 +355,7 @@ def full_record(req: TestRequest, report: stagemod.Report, ctx: Dict[str, Any],
         "lab_commit": lab,
         "kernel": {"base": tree.description if tree else None,
                    "base_commit": tree.base if tree else None,
-                   "releases": ctx.get("releases", {})},
+                   "releases": ctx.releases()},
         "machine": {"cpus": os.cpu_count(), "arch": platform.machine()},
         "stages": [r.to_json() for r in report.results],
     }
@@ -351,7 +381,7 @@ def test_command(req: TestRequest, builder: Builder = built) -> int:
     """Run the tier REQ asks for; 0 when every stage passed."""
     digest = patches_hash()
     started = time.time()
-    ctx: Dict[str, Any] = {"request": req, "builder": builder}
+    ctx = TestContext(req, builder)
     if not req.full and not req.arch:
         say_record_status(digest)
     report = stagemod.run(req.title, stages_for(req), ctx)

@@ -1,12 +1,9 @@
 """Stages as data: a record per stage, its outcome a value, the verdict counted.
 
-A test tier is a list of Stage records.  run() runs them in order: a stage
-whose needs did not all pass is skipped (and says which need failed), a
-stage that raises is failed and the stages that do not need it still run,
-and a Ctrl-C leaves the rest not run.  The closing line is counted from the
-outcomes alone: 'NAME: N passed, N failed, N skipped'.
-
-This module imports nothing of the lab's but util (ground floor).
+A test tier is a list of Stage records over a context of the caller's type;
+run() runs them in order (a stage whose needs did not pass is skipped, one
+that raises is failed, a Ctrl-C leaves the rest not run).  A command whose
+steps are not a fixed list times them with Report.stage() instead.
 """
 
 from __future__ import annotations
@@ -14,8 +11,9 @@ from __future__ import annotations
 import enum
 import time
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from schedlab.core.util import LabError, fmt_secs, say
 
@@ -27,15 +25,18 @@ class Outcome(enum.Enum):
     NOT_RUN = "not run"     # interrupted before its turn
 
 
+Context = TypeVar("Context")
+
+
 @dataclass(frozen=True)
-class Stage:
+class Stage(Generic[Context]):
     """One stage: its name, what it runs and the stages it needs.
 
-    run takes the shared context (a dict the stages fill: the tree, the
-    builds) and returns True when the stage passed; False or an exception
-    is a failure."""
+    run takes the shared context (a record of the caller's that the stages
+    fill: the tree, the builds) and returns True when the stage passed;
+    False or an exception is a failure."""
     name: str
-    run: Callable[[Dict[str, Any]], bool]
+    run: Callable[[Context], bool]
     needs: Tuple[str, ...] = ()
     tier: str = "test"      # "test" or "full": the tier that adds it
 
@@ -80,6 +81,21 @@ class Report:
         lines.append(f"  {'total':<{width}}  {fmt_secs(total):>7}")
         return "\n".join(lines)
 
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the block as a stage: passed, or failed when it raises (the
+        exception goes on)."""
+        say(f"==> {name}")
+        start = time.monotonic()
+        outcome = Outcome.FAILED
+        try:
+            yield
+            outcome = Outcome.PASSED
+        finally:
+            took = time.monotonic() - start
+            self.results.append(Result(name, outcome, took))
+            say(f"<== {name}: {outcome.value} in {fmt_secs(took)}")
+
     def verdict_lines(self) -> List[str]:
         lines = []
         for outcome in (Outcome.FAILED, Outcome.SKIPPED, Outcome.NOT_RUN):
@@ -102,7 +118,7 @@ def check_stages(stages: Sequence[Stage]) -> None:
         seen.add(s.name)
 
 
-def _run_one(stage: Stage, ctx: Dict[str, Any]) -> Result:
+def _run_one(stage: Stage[Context], ctx: Context) -> Result:
     say(f"==> {stage.name}")
     start = time.monotonic()
     detail = ""
@@ -120,13 +136,12 @@ def _run_one(stage: Stage, ctx: Dict[str, Any]) -> Result:
     return Result(stage.name, outcome, took, detail)
 
 
-def run(title: str, stages: Sequence[Stage], ctx: Optional[Dict[str, Any]] = None,
+def run(title: str, stages: Sequence[Stage[Context]], ctx: Context,
         on_result: Optional[Callable[[Result], None]] = None) -> Report:
     """Run the stages in order; the summary and the closing line are printed
     in every case, also when interrupted (KeyboardInterrupt is raised again
     after them)."""
     check_stages(stages)
-    ctx = {} if ctx is None else ctx
     report = Report(title)
     outcome_of: Dict[str, Outcome] = {}
     interrupted: Optional[BaseException] = None   # raised again once all is printed

@@ -5,10 +5,8 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence
 
 from schedlab.core import procs
 # Re-exported: the lab's error, and the one process runner's (procs.py).
@@ -78,39 +76,6 @@ def log_dir() -> Path:
 
 def say(msg: str) -> None:
     print(msg, flush=True)
-
-
-class Stages:
-    """Records how long each stage took and prints a summary."""
-
-    def __init__(self, failed: Optional[list] = None) -> None:
-        """failed: a list the caller appends to when a check fails; a stage
-        during which it grows is reported as failed even though it returned."""
-        self.times: list[tuple[str, float, str]] = []
-        self.failed = failed if failed is not None else []
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        say(f"==> {name}")
-        start = time.monotonic()
-        before = len(self.failed)
-        status = "failed"
-        try:
-            yield
-            status = "ok" if len(self.failed) == before else "failed"
-        finally:
-            took = time.monotonic() - start
-            self.times.append((name, took, status))
-            say(f"<== {name}: {status} in {fmt_secs(took)}")
-
-    def summary(self) -> str:
-        width = max([len(n) for n, _, _ in self.times] + [5])
-        lines = ["stage times:"]
-        for name, took, status in self.times:
-            lines.append(f"  {name:<{width}}  {fmt_secs(took):>7}  {status}")
-        total = sum(t for _, t, _ in self.times)
-        lines.append(f"  {'total':<{width}}  {fmt_secs(total):>7}")
-        return "\n".join(lines)
 
 
 def run(cmd: Sequence[str], *, cwd: Optional[Path] = None,

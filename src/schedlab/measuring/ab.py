@@ -34,7 +34,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core import deps
 from schedlab.core.spec import TreeSpec
-from schedlab.core.util import LabError, Stages, say
+from schedlab.core.stages import Report
+from schedlab.core.util import LabError, say
 from schedlab.measuring import compare as comparemod
 from schedlab.measuring import equivalence as eqmod
 from schedlab.measuring import measure as measuremod
@@ -171,7 +172,7 @@ def _pinned_latency_tool(plan: Plan, label: str) -> Plan:
 
 
 def run(req: AbRequest, tables_only: bool = False) -> int:
-    st = Stages()
+    st = Report("ab")
     try:
         if tables_only:
             folders = {a.name: resmod.find(req.label(a)) for a in req.arms}
@@ -186,7 +187,7 @@ def run(req: AbRequest, tables_only: bool = False) -> int:
     return 0
 
 
-def _builds(req: AbRequest, st: Stages) -> Tuple[Any, Dict[str, Any]]:
+def _builds(req: AbRequest, st: Report) -> Tuple[Any, Dict[str, Any]]:
     """Setup, the tree and the probe builds the arms need: (tree, {variant: build})."""
     with st.stage("setup"):
         deps.setup()
@@ -227,7 +228,7 @@ def _clear(folder: Path) -> None:
             shutil.rmtree(boot)
 
 
-def _measure(req: AbRequest, st: Stages) -> None:
+def _measure(req: AbRequest, st: Report) -> None:
     """Build what the arms need and measure the boots not finished yet."""
     plan, arms = req.plan, list(req.arms)
     out = resmod.results_dir(req.prefix)

@@ -14,7 +14,7 @@ import shutil
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core import build as buildmod
 from schedlab.core import procs
@@ -24,8 +24,7 @@ from schedlab.core.util import run as run_cmd
 from schedlab.core.util import say, work_dir
 from schedlab.series import patchset, series_check
 from schedlab.series.matrix_cells import (ARCH_EXPECT, ARCHES, BISECT_CELLS, CELLS, SPARSE_CELL,
-                                          SPARSE_HINT, SPARSE_TOO_OLD, TEST_EXPECT, TIERS, Cell,
-                                          cells_for)
+                                          SPARSE_HINT, SPARSE_TOO_OLD, TEST_EXPECT, Cell, cells_for)
 
 # ------------------------------------------------------------------ results
 
@@ -361,16 +360,3 @@ def run(tree: Tree, tier: str = "default", cells: Optional[Sequence[str]] = None
             results.append(_sparse_diff(tree, tree.base, commit))
         tree.checkout(commit)
     return report(results)
-
-
-def stage_body(tier: str) -> Callable[[Dict[str, Any]], bool]:
-    """A test stage's body (stages.Stage.run): the matrix on ctx['tree'], the
-    report printed; passed when every cell did."""
-    if tier not in TIERS:
-        raise ValueError(f"tier {tier!r}")
-
-    def body(ctx: Dict[str, Any]) -> bool:
-        text, ok = run(ctx["tree"], tier)
-        say(text)
-        return ok
-    return body
