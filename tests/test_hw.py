@@ -8,7 +8,7 @@ import pytest
 from schedlab.core.util import LabError
 from schedlab.kit import hw, hwreport, machine
 
-ARM = {a.name: a for a in hw.ARMS}
+ARM = {a.name: a for a in hw.KIT_ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in machine.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
 
 
@@ -156,7 +156,7 @@ def test_the_config_hash_ignores_comments_and_order():
 
 
 def test_preflight_text_marks_what_is_missing():
-    pf = machine.Preflight([machine.Check("a", True, "fine"), machine.Check("b", False, "gone", "add b")])
+    pf = machine.Preflight([machine.PreflightCheck("a", True, "fine"), machine.PreflightCheck("b", False, "gone", "add b")])
     assert not pf.ok and [c.name for c in pf.missing()] == ["b"]
     assert "[MISSING] b: gone" in pf.text() and "fix: add b" in pf.text()
 
@@ -174,7 +174,7 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     text = hw.plan_text(["swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"],
                         5, 1, 30)
-    for a in hw.ARMS:
+    for a in hw.KIT_ARMS:
         assert a.name in text
     assert "NOT HERE" not in text and "none of the series" not in text
     assert "9 arms x 5 rounds" in text and " h" in text
@@ -192,7 +192,7 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
 
 
 def test_the_runs_are_an_ab_request_on_this_machine():
-    req = hw.request(hw.ARMS[:2], rounds=3, runs=2, seconds=20)
+    req = hw.request(hw.KIT_ARMS[:2], rounds=3, runs=2, seconds=20)
     assert req.host and req.tree is None and req.boots == 3
     assert [a.name for a in req.arms] == ["series", "series-again"]
     assert {a.variant for a in req.arms} == {"host"}
@@ -218,7 +218,7 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
     monkeypatch.setattr(measuremod, "measure_host",
                         lambda label, plan, setting, timeout, key="":
                         calls.append((label, dict(plan.knobs))) or [])
-    arms = (hw.ARMS[0], ARM["lbstats"])
+    arms = (hw.KIT_ARMS[0], ARM["lbstats"])
     ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Report("ab"))
     assert calls == [("hw-series/boot-0", {}),
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
@@ -237,15 +237,15 @@ def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch)
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
     from schedlab.core.util import LabError
-    arms, bench = hw.pick(hw.ARMS, ["series", "lbstats"], ["stress-100"])
+    arms, bench = hw.pick(hw.KIT_ARMS, ["series", "lbstats"], ["stress-100"])
     assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
-    assert hw.pick(hw.ARMS, None, None) == (list(hw.ARMS), list(hw.BENCHMARKS))
+    assert hw.pick(hw.KIT_ARMS, None, None) == (list(hw.KIT_ARMS), list(hw.BENCHMARKS))
     for names, bench in ((["nope", "series"], None), (["series"], None),
                          (["series", "lbstats"], ["nope"])):
         with pytest.raises(LabError):
-            hw.pick(hw.ARMS, names, bench)
+            hw.pick(hw.KIT_ARMS, names, bench)
     with pytest.raises(LabError, match="cannot run"):
-        hw.pick(hw.ARMS[:2], ["series", "lbstats"], None)
+        hw.pick(hw.KIT_ARMS[:2], ["series", "lbstats"], None)
 
 
 # ------------------------------------------------------------------ the report
@@ -262,7 +262,7 @@ def _rehearsal_report(tmp_path):
     results = tmp_path / "hw"
     shutil.copytree(REHEARSAL / "hw", results)
     machine = json.loads((REHEARSAL / "machine.json").read_text())
-    arms = [hwreport.ArmState("series", hw.ARMS[0].what, (), 2, 2),
+    arms = [hwreport.ArmState("series", hw.KIT_ARMS[0].what, (), 2, 2),
             hwreport.ArmState("lbstats", ARM["lbstats"].what, ARM["lbstats"].knobs, 1, 2)]
     path = hwreport.write(results, machine, arms,
                           ["./schedlab", "hw", "--arm", "series", "--arm", "lbstats"],
@@ -296,7 +296,7 @@ def test_the_report_says_what_is_not_in_it(tmp_path):
 
 def test_a_report_before_any_comparison_says_so(tmp_path):
     from schedlab.kit import hwreport
-    arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in hw.ARMS[:3]]
+    arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in hw.KIT_ARMS[:3]]
     text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"]).read_text()
     assert text.count("Not compared yet") == 2
     assert "No record of the machine" in text
@@ -387,14 +387,14 @@ def test_report_again_needs_a_run(tmp_path, monkeypatch):
 def test_the_swb_arms_walk_the_topic_patch_by_patch():
     from schedlab.series import patchset as series_mod
     from schedlab.series import topics
-    swb = [a for a in hw.ARMS if a.needs == "swb_state"]
+    swb = [a for a in hw.KIT_ARMS if a.needs == "swb_state"]
     # v7.3 (state 0), then the topic up to each of its patches but the last,
     # which is the whole series: the reference arm.
     count = len(topics.get_topic("swb").patches(series_mod.read_series()))
     assert count >= 2
     assert [dict(a.knobs)["swb_state"] for a in swb] == [str(i) for i in range(count)]
     # The series' own state (4) is the reference's: it writes nothing.
-    assert hw.ARMS[0].knobs == () and "swb_state" in {n.name for n in machine.KERNEL_NEEDS}
+    assert hw.KIT_ARMS[0].knobs == () and "swb_state" in {n.name for n in machine.KERNEL_NEEDS}
     from schedlab.measuring import plan as planmod
     assert planmod.parse_knobs(["swb_state=0"]) == {"swb_state": "0"}
 
@@ -435,7 +435,7 @@ def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
 
 def test_each_swb_state_is_also_compared_with_the_state_before():
     from schedlab.kit import hwreport
-    arms = list(hw.ARMS)
+    arms = list(hw.KIT_ARMS)
     assert hw.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
                                     ("swb-busy", "swb-one-cpu"),
                                     ("swb-one-cpu", "swb-one-core"))
@@ -466,7 +466,7 @@ def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
 
 def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
     from schedlab.measuring import ab
-    assert hw.request(hw.ARMS[:2], 1, 1, 5, plots=False).plots is False
+    assert hw.request(hw.KIT_ARMS[:2], 1, 1, 5, plots=False).plots is False
     seen = []
     monkeypatch.setattr(ab, "_pair_tables",
                         lambda out, tag, a, b, plots: seen.append(plots) or ("", out / "x"))
@@ -551,6 +551,6 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
 
 
 def test_the_lb_share_pass_without_the_feature_repeats_the_reference():
-    here = [a for a in hw.ARMS if a.name != "lbstats"]
+    here = [a for a in hw.KIT_ARMS if a.name != "lbstats"]
     assert hw.default_arms(hw.SHARE, here) == ["series", "series-again"]
     assert hw.default_arms(hw.MAIN, here) is None

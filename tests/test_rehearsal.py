@@ -80,7 +80,7 @@ def test_the_switch_must_take_effect(tmp_path):
 
 def test_the_stage_runs_every_arm_of_the_kit():
     from schedlab.kit import hw
-    assert rehearsal.every_arm() == tuple(a.name for a in hw.ARMS)
+    assert rehearsal.every_arm() == tuple(a.name for a in hw.KIT_ARMS)
     assert set(rehearsal.SWITCH_PAIR) <= set(rehearsal.every_arm())
 
 

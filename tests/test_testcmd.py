@@ -56,7 +56,7 @@ def fake_lab(monkeypatch, tmp_path):
     def fake_rehearsal(req):
         inspect.signature(real_rehearsal).bind(req)
         calls.append("rehearsal")
-        return rehearsal.Outcome(True)
+        return rehearsal.RehearsalOutcome(True)
     monkeypatch.setattr(rehearsal, "run", fake_rehearsal)
 
     def text_and_verdict(module, attr, call):

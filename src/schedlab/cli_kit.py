@@ -23,8 +23,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
         if args.fresh:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
-        arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.ARMS)
-        hw.pick(hw.ARMS, arms, bench)   # refused before a build
+        arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.REHEARSAL_ARMS)
+        hw.pick(hw.KIT_ARMS, arms, bench)   # refused before a build
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(arms),
             tuple(bench or rehearsal.BENCH),
@@ -93,7 +93,7 @@ def add_hw(sub: Sub) -> None:
                         "--rehearse --lb-share)")
     p.add_argument("--arm", action="append", metavar="NAME",
                    help="only these arms (repeatable; the first is the reference): "
-                        + ", ".join(a.name for a in hw.ARMS))
+                        + ", ".join(a.name for a in hw.KIT_ARMS))
     p.add_argument("--bench", metavar="LIST",
                    help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))
     p.add_argument("--fresh", action="store_true",

@@ -21,7 +21,7 @@ from schedlab.measuring import results as resmod
 
 
 @dataclass(frozen=True)
-class Arm:
+class KitArm:
     """One state of the running kernel the kit measures: the writes under
     /sys/kernel/debug/sched/ that make it, and the piece of the kernel it
     needs (a machine.KernelNeed name; "" for none beyond the series)."""
@@ -35,23 +35,23 @@ class Arm:
 # Interleaved in this order, round after round: the reference, its repeat,
 # the should_we_balance() topic's states before the series' (the kit's
 # swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
-ARMS = (
-    Arm("series", "the series, every experimental feature off: the reference",
+KIT_ARMS = (
+    KitArm("series", "the series, every experimental feature off: the reference",
         before="swb-one-core"),
-    Arm("series-again", "the same state again: the A/A margin"),
-    Arm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
+    KitArm("series-again", "the same state again: the A/A margin"),
+    KitArm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
         "swb_state"),
-    Arm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
+    KitArm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
         "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
-    Arm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
+    KitArm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
         "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
-    Arm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
+    KitArm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
         "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
-    Arm("newidle-400", "patch 8: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
+    KitArm("newidle-400", "patch 8: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
         "newidle_cost_pct"),
-    Arm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
+    KitArm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
         "SIS_GROUP_IDLE"),
-    Arm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
+    KitArm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
         "SG_STATS_REUSE"),
 )
 
@@ -119,11 +119,11 @@ SHARE = Pass("lb-share", "lb-share,lb-time", "hw-share", ("series", "lbstats"),
 PASSES = {p.name: p for p in (MAIN, SHARE)}
 
 
-def arms_here(present: Sequence[str]) -> Tuple[List[Arm], List[Arm]]:
+def arms_here(present: Sequence[str]) -> Tuple[List[KitArm], List[KitArm]]:
     """The arms this kernel can run, and those it cannot (what they need is
     not in PRESENT, the names of the KernelNeeds found)."""
-    ok = [a for a in ARMS if not a.needs or a.needs in present]
-    return ok, [a for a in ARMS if a not in ok]
+    ok = [a for a in KIT_ARMS if not a.needs or a.needs in present]
+    return ok, [a for a in KIT_ARMS if a not in ok]
 
 
 def estimate(arms: int, rounds: int, runs: int, seconds: int,
@@ -161,7 +161,7 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     return "\n".join(lines)
 
 
-def default_arms(kind: Pass, here: Sequence[Arm]) -> Optional[List[str]]:
+def default_arms(kind: Pass, here: Sequence[KitArm]) -> Optional[List[str]]:
     """KIND's arms where this kernel runs them (None: every arm here); where
     it runs fewer than two, the reference's repeat joins."""
     if not kind.arms:
@@ -177,20 +177,20 @@ def default_arms(kind: Pass, here: Sequence[Arm]) -> Optional[List[str]]:
 
 
 def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]]) -> None:
-    """Arm and benchmark names the kit does not know, refused before anything
+    """KitArm and benchmark names the kit does not know, refused before anything
     is checked or run."""
-    unknown = [n for n in names or () if n not in {a.name for a in ARMS}]
+    unknown = [n for n in names or () if n not in {a.name for a in KIT_ARMS}]
     if unknown:
         raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
-                       + ", ".join(a.name for a in ARMS))
+                       + ", ".join(a.name for a in KIT_ARMS))
     unknown = [b for b in bench or () if b not in BENCHMARKS + ("schbench",)]
     if unknown:
         raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
                        + ", ".join(BENCHMARKS + ("schbench",)))
 
 
-def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
-         bench: Optional[Sequence[str]]) -> Tuple[List[Arm], List[str]]:
+def pick(arms: Sequence[KitArm], names: Optional[Sequence[str]],
+         bench: Optional[Sequence[str]]) -> Tuple[List[KitArm], List[str]]:
     """The arms and benchmarks asked for (all by default); unknown names refused."""
     refuse_unknown(names, bench)
     if names:
@@ -203,7 +203,7 @@ def pick(arms: Sequence[Arm], names: Optional[Sequence[str]],
     return list(arms), list(bench or BENCHMARKS)
 
 
-def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bool = False,
+def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh: bool = False,
             bench: Optional[Sequence[str]] = None, plots: bool = True, swb: bool = False,
             on_start: Optional[Callable[[], None]] = None, c2c: bool = False,
             kind: Pass = MAIN):
@@ -228,13 +228,13 @@ def request(arms: Sequence[Arm], rounds: int, runs: int, seconds: int, fresh: bo
 SERIES_SWB_STATE = "4"
 
 
-def arm_knobs(arm: Arm, swb: bool) -> Tuple[Tuple[str, str], ...]:
+def arm_knobs(arm: KitArm, swb: bool) -> Tuple[Tuple[str, str], ...]:
     if swb and "swb_state" not in dict(arm.knobs):
         return (("swb_state", SERIES_SWB_STATE),) + arm.knobs
     return arm.knobs
 
 
-def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
+def patch_pairs(arms: Sequence[KitArm]) -> Tuple[Tuple[str, str], ...]:
     """Each arm against the arm of the patch before it, where both run: the
     should_we_balance() topic patch by patch."""
     names = {a.name for a in arms}
@@ -244,7 +244,7 @@ def patch_pairs(arms: Sequence[Arm]) -> Tuple[Tuple[str, str], ...]:
 RUN_RECORD = "run.json"
 
 
-def _arm_states(arms: Sequence[Arm], rounds: int, runs: int, bench: Sequence[str],
+def _arm_states(arms: Sequence[KitArm], rounds: int, runs: int, bench: Sequence[str],
                 swb: bool = False, kind: Pass = MAIN):
     """The arms as the report shows them: the writes they made (with SWB the
     series' state too), their runs finished of those planned."""
@@ -258,7 +258,7 @@ def report(record: dict, tables: bool = True) -> Path:
     """The report of the run RECORD describes (what run() saved in
     work/hw/run.json, the machine's record with it): the 'ab' tables again
     from the finished runs (TABLES), then work/results/hw/report.md."""
-    byname = {a.name: a for a in ARMS}
+    byname = {a.name: a for a in KIT_ARMS}
     arms = [byname[n] for n in record["arms"] if n in byname]
     bench = record["bench"]
     kind = PASSES.get(record.get("pass", MAIN.name), MAIN)

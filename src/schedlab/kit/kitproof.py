@@ -172,7 +172,7 @@ def command(prefix: str = PREFIX) -> str:
 
 
 @dataclass
-class Cell:
+class ProofCell:
     state: str
     key: str                # the workload, level and idle type ('stress-50, MC, busy')
     at: List[float]         # the kernel built at the patch: one median per run
@@ -225,18 +225,18 @@ def runs_per_cell() -> int:
     return BOOTS * RUNS
 
 
-def gather(prefix: str = PREFIX) -> Tuple[List[Cell], Dict[str, ArmRuns]]:
+def gather(prefix: str = PREFIX) -> Tuple[List[ProofCell], Dict[str, ArmRuns]]:
     cells_out, arms_out = [], {}
     for state in STATE_NAMES:
         at = arms_out[f"at-{state}"] = _arm_runs(resmod.results_dir(f"{prefix}-at-{state}"))
         kit = arms_out[f"kit-{state}"] = _arm_runs(resmod.results_dir(f"{prefix}-kit-{state}"))
         for key in sorted(set(at.medians) | set(kit.medians)):
-            cells_out.append(Cell(state, key, at.medians.get(key, []), kit.medians.get(key, []),
+            cells_out.append(ProofCell(state, key, at.medians.get(key, []), kit.medians.get(key, []),
                                   at.means.get(key, []), kit.means.get(key, [])))
     return cells_out, arms_out
 
 
-def check_counts(found: Sequence[Cell], arms_found: Dict[str, ArmRuns],
+def check_counts(found: Sequence[ProofCell], arms_found: Dict[str, ArmRuns],
                  constant: int) -> List[str]:
     """The icount half: every run of the arms complete and there; in every
     cell, each median of the kit less CONSTANT within the range of the
@@ -274,7 +274,7 @@ def _rng(vals: Sequence[float], fmt: str = "{:g}") -> str:
     return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
 
 
-def counts_table(found: Sequence[Cell], constant: int) -> str:
+def counts_table(found: Sequence[ProofCell], constant: int) -> str:
     lines = ["| state | workload, level, idle type | built at the patch: median | kit: median "
              f"| kit - {constant} | built at the patch: mean | kit - {constant}: mean |",
              "|---|---|---:|---:|---:|---:|---:|"]

@@ -79,7 +79,7 @@ TOOLS = (
 
 
 @dataclass
-class Check:
+class PreflightCheck:
     name: str
     ok: bool
     detail: str
@@ -88,13 +88,13 @@ class Check:
 
 @dataclass
 class Preflight:
-    checks: List[Check] = field(default_factory=list)
+    checks: List[PreflightCheck] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return all(c.ok for c in self.checks)
 
-    def missing(self) -> List[Check]:
+    def missing(self) -> List[PreflightCheck]:
         return [c for c in self.checks if not c.ok]
 
     def text(self) -> str:
@@ -197,7 +197,7 @@ def llc_balancing_state(debug_sched: Path,
     return text, several_llcs(debug_sched, cpu_dir)
 
 
-def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[Check]:
+def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[PreflightCheck]:
     """Whether the lbstats arm can measure anything here: a note (never a
     failure) when cache aware scheduling is active, or may be; None where
     the kernel has no such switch."""
@@ -208,7 +208,7 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
     if active is False:
         why = ("with one LLC it is not active (7.3 turns it on only where the LLC domain "
                "has a parent)" if text in SWITCH_ON else "off")
-        return Check("cache aware scheduling", True,
+        return PreflightCheck("cache aware scheduling", True,
                      f"{where} is {text}, {why}: the lbstats arm measures the reuse")
     detail = (f"{where} is {text} and "
               + ("this machine has several LLCs, so cache aware scheduling is active: "
@@ -216,24 +216,24 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
                  "LLCs: if there are, cache aware scheduling is active and ")
               + "SG_STATS_REUSE keeps no sums, the lbstats arm measures the feature's "
               "static branch only")
-    return Check("cache aware scheduling", True, detail,
+    return PreflightCheck("cache aware scheduling", True, detail,
                  f"to measure the reuse, write 0 to {where} before the kit (every arm then "
                  "runs without cache aware scheduling), and say so with the report")
 
 
-def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -> List[Check]:
+def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -> List[PreflightCheck]:
     """The series in the running kernel, and the options the kit needs."""
     checks = []
     found = _features(debug_sched)
     names = found or set()
     if found is None:
-        checks.append(Check("debugfs", False, f"{debug_sched / 'features'} is not readable",
+        checks.append(PreflightCheck("debugfs", False, f"{debug_sched / 'features'} is not readable",
                             "mount -t debugfs none /sys/kernel/debug (as root), on a kernel "
                             "with CONFIG_DEBUG_FS"))
     for need in KERNEL_NEEDS:
         ok = _has(debug_sched, names, need)
         where = f"SCHED_FEAT {need.name}" if need.what == "feature" else f"{debug_sched / need.name}"
-        checks.append(Check(f"series: {need.patch}", ok,
+        checks.append(PreflightCheck(f"series: {need.patch}", ok,
                             f"{where} {'present' if ok else 'absent'}",
                             "" if ok else "boot a kernel built with the series "
                             "(patches/series applied to your tree; README, 'Measuring on "
@@ -243,14 +243,14 @@ def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -
         checks.append(llc)
     config = buildmod.parse_config(config_text)
     if not config:
-        checks.append(Check("kernel config", False, "neither /proc/config.gz nor "
+        checks.append(PreflightCheck("kernel config", False, "neither /proc/config.gz nor "
                             f"/boot/config-{os.uname().release} is readable",
                             "install the config with the kernel (make install does), or "
                             f"name the kernel's .config in ${CONFIG_ENV}"))
     else:
         for opt, why in CONFIG_NEEDS.items():
             ok = config.get(opt) == "y"
-            checks.append(Check(f"config {opt}", ok, why if ok else f"not set: {why}",
+            checks.append(PreflightCheck(f"config {opt}", ok, why if ok else f"not set: {why}",
                                 "" if ok else f"rebuild with {opt}=y"))
     return checks
 
@@ -266,9 +266,9 @@ def threads_per_core(cpu_dir: Path = CPU_DIR) -> int:
 
 
 def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
-                  euid: Optional[int] = None) -> List[Check]:
+                  euid: Optional[int] = None) -> List[PreflightCheck]:
     root = (os.geteuid() if euid is None else euid) == 0
-    checks = [Check("root", root, "BPF programs, debugfs writes and perf need root",
+    checks = [PreflightCheck("root", root, "BPF programs, debugfs writes and perf need root",
                     "" if root else "run it with sudo")]
     threads = threads_per_core(cpu_dir)
     try:
@@ -276,7 +276,7 @@ def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
     except OSError:
         active = threads > 1
     ok = threads > 1 and active
-    checks.append(Check("SMT", ok, f"{threads} thread(s) per core, SMT "
+    checks.append(PreflightCheck("SMT", ok, f"{threads} thread(s) per core, SMT "
                         f"{'active' if active else 'inactive'}",
                         "" if ok else "the series is for SMT machines: turn SMT on "
                         "(ppc64_cpu --smt=on on POWER; the firmware or "
@@ -284,12 +284,12 @@ def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
     return checks
 
 
-def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Check]:
+def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[PreflightCheck]:
     out = []
     for t in TOOLS:
         found = next((n for n in t.names if which(n) or which(f"/usr/sbin/{n}")), None)
         skipped = "" if found or not t.optional else " (optional: not found, left out)"
-        out.append(Check(f"tool {t.names[0]}", found is not None or t.optional,
+        out.append(PreflightCheck(f"tool {t.names[0]}", found is not None or t.optional,
                          f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
                          "" if found else t.how))
     return out

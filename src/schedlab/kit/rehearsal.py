@@ -41,7 +41,7 @@ from schedlab.kit import hw, hwreport
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
 
-ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
+REHEARSAL_ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
 SHARE_ARMS = ("series", "lbstats")
 # What the --lb-share pass's report must show: at the level above SMT.
 SHARE_METRIC = "group reads sums could serve"
@@ -64,7 +64,7 @@ MARK = "@@rehearsal"
 @dataclass(frozen=True)
 class RehearsalRequest:
     topology: str = "smt8"
-    arms: Tuple[str, ...] = ARMS
+    arms: Tuple[str, ...] = REHEARSAL_ARMS
     bench: Tuple[str, ...] = BENCH
     seconds: int = 3
     tree: TreeSpec = TreeSpec()
@@ -77,7 +77,7 @@ class RehearsalRequest:
 
 
 @dataclass
-class Outcome:
+class RehearsalOutcome:
     ok: bool
     report: str = ""
     problems: List[str] = field(default_factory=list)
@@ -86,7 +86,7 @@ class Outcome:
 
 def every_arm() -> Tuple[str, ...]:
     """The test stage's arms: all of the kit's."""
-    return tuple(a.name for a in hw.ARMS)
+    return tuple(a.name for a in hw.KIT_ARMS)
 
 
 def folder() -> Path:
@@ -190,11 +190,11 @@ def _work(path: Path) -> Iterator[None]:
             os.environ["SCHEDLAB_WORK"] = old
 
 
-def run(req: RehearsalRequest) -> Outcome:
-    unknown = set(req.arms) - {a.name for a in hw.ARMS}
+def run(req: RehearsalRequest) -> RehearsalOutcome:
+    unknown = set(req.arms) - {a.name for a in hw.KIT_ARMS}
     if unknown or len(req.arms) < 2:
         raise LabError(f"rehearsal: arms {', '.join(req.arms)}: two or more of "
-                       + ", ".join(a.name for a in hw.ARMS))
+                       + ", ".join(a.name for a in hw.KIT_ARMS))
     topo = topomod.parse_topology(req.topology)
     if topo.threads < 2:
         raise LabError(f"rehearsal: {req.topology} has no SMT; the kit refuses such a "
@@ -210,7 +210,7 @@ def run(req: RehearsalRequest) -> Outcome:
                       log=out / "vm.log")
     except LabError as e:       # a timeout or a boot that failed: the log says more
         say(f"  rehearsal: {e}")
-        return Outcome(False, "", [f"the guest: {e} (console: {out / 'vm.log'})"])
+        return RehearsalOutcome(False, "", [f"the guest: {e} (console: {out / 'vm.log'})"])
     (out / "console.txt").write_text(res.output)
     marks = parse_marks(res.output)
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
@@ -231,4 +231,4 @@ def run(req: RehearsalRequest) -> Outcome:
         problems += check_switch(switch, req)
     for p in problems:
         say(f"  rehearsal: {p}")
-    return Outcome(not problems, report, problems, res.seconds)
+    return RehearsalOutcome(not problems, report, problems, res.seconds)

@@ -113,7 +113,7 @@ def apply(text: str, b: Break) -> Optional[str]:
 
 
 @dataclass
-class Outcome:
+class BreakOutcome:
     name: str
     verdict: str            # caught, MISSED, crashed, no result, stale, error
     detail: str = ""
@@ -148,7 +148,7 @@ def run(tree: Tree, names: Sequence[str] = (), timeout: float = 900) -> Tuple[st
         if res.failed or not res.passed:
             return (f"the unbroken series: {res.failed} failed, {res.passed} passed in {glob} "
                     f"(console: {res.log}); a break cannot be told from that"), False
-    outcomes: List[Outcome] = []
+    outcomes: List[BreakOutcome] = []
     try:
         for b in todo:
             outcomes.append(_one(tree, patched, b, topo, timeout))
@@ -162,7 +162,7 @@ def run(tree: Tree, names: Sequence[str] = (), timeout: float = 900) -> Tuple[st
     return "\n".join(lines), caught == len(outcomes)
 
 
-def _line(o: Outcome) -> str:
+def _line(o: BreakOutcome) -> str:
     return f"  {o.verdict:9} {o.name}" + (f": {o.detail}" if o.detail else "")
 
 
@@ -190,18 +190,18 @@ def break_commit(tree: Tree, patched: str, b: Break) -> Optional[str]:
 
 
 def _one(tree: Tree, patched: str, b: Break, topo: topomod.Topology,
-         timeout: float) -> Outcome:
+         timeout: float) -> BreakOutcome:
     say(f"==> break {b.name}: {b.what}")
     commit = break_commit(tree, patched, b)
     if commit is None:
-        return Outcome(b.name, "stale", f"its text is not once in {b.path}")
+        return BreakOutcome(b.name, "stale", f"its text is not once in {b.path}")
     try:
         image = buildmod.build(tree, VARIANT, commit, "lab").image
         res = kunit.run_kunit(tree.path, image, topo, kunit.DEFAULT_ONLINE,
                               filter_glob=b.tests, timeout=timeout,
                               log_tag=f"-break-{b.name}")
     except LabError as e:
-        return Outcome(b.name, "error", str(e).splitlines()[0])
+        return BreakOutcome(b.name, "error", str(e).splitlines()[0])
     failing = [name for name, status in res.results if status not in ("PASS", "SKIP")]
-    return Outcome(b.name, verdict(res.failed, res.crashed, res.passed),
+    return BreakOutcome(b.name, verdict(res.failed, res.crashed, res.passed),
                    f"{res.failed} failed ({', '.join(failing[:3])}), {res.passed} passed")

@@ -71,14 +71,14 @@ class KunitResult:
 
 
 @dataclass
-class Parsed:
+class ParsedConsole:
     """What the tree's 'kunit.py parse --json' made of a console."""
     returncode: int
     output: str                 # its printed results, as it prints them
     report: Optional[dict]      # its JSON report (None if it wrote none)
 
 
-def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
+def parse_console(tree_path: Path, console: Path, json_path: Path) -> ParsedConsole:
     """Run the tree's 'kunit.py parse --json=json_path' on a console log."""
     parser = tree_path / "tools/testing/kunit/kunit.py"
     # kunit.py changes into the kernel tree: absolute paths only.
@@ -88,7 +88,7 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> Parsed:
                capture=True, check=False)
     stored = f"Test results stored in {json_path}"
     out = "".join(ln for ln in proc.stdout.splitlines(keepends=True) if stored not in ln)
-    return Parsed(proc.returncode, out + proc.stderr, kunit_tool.load_report(json_path))
+    return ParsedConsole(proc.returncode, out + proc.stderr, kunit_tool.load_report(json_path))
 
 
 def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
