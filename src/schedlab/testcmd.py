@@ -1,13 +1,6 @@
 """The test command: its tiers as lists of stage records, and the full tier's record.
 
-'./schedlab test' (what CI runs) fits 60 minutes on a new machine and 30
-warm: lint and unit tests, the series check, one x86_64 lab build, the
-topology boots, KUnit (the lab's boot and plain kunit.py), the kselftest,
-the probe build and the two measurement integration runs.  '--full' adds
-what does not fit (the debug build, soak and peer tests, the POWER stages,
-the series check's ppc64le compile) and writes its record to
-results/test-full/<hash of patches/>.json, which is committed; 'test' says
-whether a passing record exists for the patches as they are.
+More: docs/modules.md, testcmd.py.
 """
 
 from __future__ import annotations

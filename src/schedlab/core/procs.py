@@ -1,12 +1,6 @@
 """The one way the lab runs a child process: builds, VMs, KUnit, git, apt, tools.
 
-Every child runs in a session (and process group) of its own.  The whole
-group is stopped when the child is done, when the timeout passes, on Ctrl-C
-and on any other exception, so no make job, qemu or workload outlives the
-command that started it.  With a log, the child's output (stdout and stderr)
-goes there after a line with the command; without one it is the lab's own
-output, or captured.  Only the standard library is used (deps.py runs this
-before the venv exists).
+More: docs/modules.md, core/procs.py.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """POWER guests: the ppc64le lab kernel on qemu's pseries machine.
 
-Linux on POWER builds its sched domains with its own code
-(arch/powerpc/kernel/smp.c) from the device tree the machine gives it: SMT
-from the threads of a core, CACHE where the L2 spans more than the SMT mask
-(the "big cores" of POWER9/10 under PowerVM), MC from coregroups (PowerVM
-only), PKG per NUMA node.  qemu's pseries machine describes threads, chips
-and NUMA nodes but neither thread groups nor a shared L2, so a guest's LLC is
-its core, and its levels are SMT, PKG and NUMA (the target's mc_level).
-
-A POWER guest boots under TCG (there is no KVM for it on x86): the KUnit boot
-needs no userspace (the suites run during boot, kunit_shutdown=poweroff ends
-it); the topology boot runs the lab's guest probe under a static busybox from
-Debian's ppc64el archive, in an initramfs written here (cpio newc).  The
-qemu binary, machine, CPU model and console are the boot target's (targets.py).
+More: docs/modules.md, core/pseries.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Base tree: Debian's linux-source package, or the user's own kernel git tree.
 
-Debian (default): linux-source-7.3 from trixie-backports is downloaded with a
-private apt configuration (the machine's own mirror, see aptmirror.py) into the
-user's cache, unpacked once under work/trees/debian-7.3 and committed as one
-base commit tagged 'base'.
-
---kernel DIR (or KERNEL_SRC): a detached 'git worktree' of the user's tree is
-added under work/trees/; the lab never creates branches in, checks out in or
-writes to the user's own work tree.  Per-variant commits are kept as
-worktree-private refs (refs/worktree/schedlab/*), invisible to the user's
-branches.
+More: docs/modules.md, core/source.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Boot targets: one record per architecture the lab boots, as data.
 
-In the spirit of kunit.py's qemu_configs: the qemu binary and machine, the
-accelerators a guest can use here, the CPU model, the console, kunit.py's
-name for the architecture and the series' qemu configuration for it, the
-sched domain levels its guests have, and how the lab boots a guest and
-checks its topology (guests.py runs that; this module only describes).
-The build side of an architecture (ARCH=, CROSS_COMPILE=, the image) is
-build.py's Arch, referenced here.  Code takes the fields of a target, so no
-'if arch == ...' is needed outside this table.
+More: docs/modules.md, core/targets.py.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """The hardware kit's report: one Markdown file a user posts with the series.
 
-`./schedlab hw` ends with it, and `./schedlab hw --report` writes it again
-from whatever finished (after Ctrl-C, or a round cut short).  It holds what
-a maintainer asks of a scheduler number:
-
-- the machine (hw.py's record: model, CPUs, threads per core, SMT mode,
-  NUMA, LPAR or firmware, the kernel and its command line and config hash);
-- the exact commands: the kit's own, and what each arm writes under
-  /sys/kernel/debug/sched/ before its runs;
-- per arm against the reference: every benchmark's headline metrics with
-  mean, CV, the change and its significance ('ab' tables, compare.py), and
-  the A/A margin of the reference's repeated arm (equivalence.py);
-- the plots (the should_we_balance() funclatency histogram per workload,
-  counts and times), linked from the report's folder;
-- what is not in it: the arms this kernel cannot run, runs not finished.
-
-It goes into work/results/hw/ beside the tables and plots 'ab' left there,
-with a copy of the machine's record; nothing is measured here, so writing
-it twice gives the same file.
+More: docs/modules.md, kit/hwreport.py.
 """
 
 from __future__ import annotations

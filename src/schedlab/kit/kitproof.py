@@ -1,25 +1,6 @@
 """The kit's switches against the kernels built at each patch, twice over.
 
-The code: each state's copy of should_we_balance() in the kit's vmlinux is
-disassembled beside should_we_balance() in the vmlinux built at its patch;
-once what the build's layout decides is taken out (addresses, branch
-targets as instruction indices, the copy's endbr64), the two must be the
-same instructions, but for numbers alone (a field offset the rest of the
-series moves, a global's address).  Same instructions, same count on every
-path.
-
-The count: one `ab` run under `--accel icount` on an SMT8 topology, five
-arms built at each step of the should_we_balance() topic (v7.3, then its
-first one to four patches, each with the measurement series) and five arms
-of the kit's one kernel, one per `swb_state`; the swb-cost-idle probe gives
-should_we_balance()'s instructions per call by level and idle type.  Every
-median of the kit in state K, less the instructions the switch adds (the
-wrapper's jump, the copy's endbr64 and fentry nop, counted in the kit's
-vmlinux), must lie within the medians of the kernel built at patch K (two
-boots, two runs each).  The built-at-patch arms carry the KUnit series and
-the topic's patches only, the kit the whole series: the same code, another
-struct layout (which matters to caches on hardware, not to instruction
-counts).
+More: docs/modules.md, kit/kitproof.py.
 """
 
 from __future__ import annotations

@@ -1,25 +1,6 @@
 """The hardware kit's rehearsal: `./schedlab hw` inside an SMT guest.
 
-The kit is run in a guest booted with the kernel a user would install (the
-series, the measurement series and the kit's switches; the icount config,
-JUMP_LABEL on), on a simulated SMT topology, under single-thread TCG so
-that the switches patch kernel text as they would on hardware.  The guest
-runs the kit as a user would, as root, at short durations, without plots
-(matplotlib under TCG takes most of an hour); the host then writes the
-report with the plots from what the guest left, and checks it:
-
-- every arm asked for finished every run planned, and every benchmark is
-  in the report;
-- each should_we_balance() state took: the guest read swb_state back
-  after the kit's runs (the kit puts every knob back: 4, the series');
-- nothing the kit started is left running in the guest after it;
-- the switch took effect: swb_state 0 (v7.3's scan) probes more CPUs per
-  should_we_balance() call than the series under load on every CPU;
-- with --lb-share (the kit's pass of that name), the report has the share
-  of the busy balances' reads that SG_STATS_REUSE's sums could serve.
-
-What it proves is the path, not a number: one 3 s run per arm under TCG
-measures nothing about the patches.
+More: docs/modules.md, kit/rehearsal.py.
 """
 
 from __future__ import annotations

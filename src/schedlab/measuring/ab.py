@@ -1,25 +1,6 @@
 """'ab': base vs patched (or several arms) in the VM, from builds to tables.
 
-Arms are a build and the knobs written before its plan; every arm is
-compared with the first, a knob arm also with its build's plain arm.  With
---boots N the runs are spread over N boots per arm, the arms interleaved
-boot by boot, so that the spread between boots is in every arm's runs and
-the significance rule sees it.
-
-Where: the tables in LABEL/ (default ab-TOPOLOGY), each arm's runs in
-LABEL-ARM/ (and LABEL-ARM/boot-K/ with --boots), all under work/results/
-unless the label names another place (results.py: 'results/NAME' keeps them
-in the checkout on purpose).
-
-Runs resume (resume.py): LABEL/request.json records the request, the
-builds and the boots finished; the same command run again measures only the
-boots missing, in the same interleaved order, and ends with the tables of
-one uninterrupted run; a different request is refused with what differs
-named, unless --fresh.
-
-What it prints: per pair the headline (compare.headline(): at most about
-ten rows picked for what they mean, significant changes marked) and the
-path of the full table.
+More: docs/modules.md, measuring/ab.py.
 """
 
 from __future__ import annotations

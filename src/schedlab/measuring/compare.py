@@ -1,18 +1,6 @@
 """Base-vs-patched comparison tables from a result set's run-*.json.
 
-Sign convention, stated once: 'pct imp' is positive when B is better than
-A, whatever the direction of the metric. Significance: see stats.py.
-
-The full table has every metric both sides have; the headline (what 'ab'
-prints, compare --headline) at most about HEADLINE_MAX rows picked for what
-they mean (HEADLINE_MEANINGS): the should_we_balance() idle-state probes per
-call, its calls per second, each workload's own result; then, while they
-fit, newly idle balances per second and the other probes' key counts. A
-short function's wall-clock time under TCG is never a headline row, and
-wherever a table shows one it is marked (tables.WALLCLOCK_NOTE).
-
-The data structures and text helpers live in tables.py (which plots.py
-uses too); this module imports plots.py, never the other way round.
+More: docs/modules.md, measuring/compare.py.
 """
 
 from __future__ import annotations

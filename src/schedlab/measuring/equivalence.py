@@ -1,24 +1,6 @@
 """Equivalence margins of an 'ab' run from its A/A pair.
 
-An 'ab' run whose arms include a second copy of the first arm (same build,
-same knobs: the A/A replica) measures how far two sets of boots of one
-kernel differ by chance. From that pair, per workload and metric:
-
-- the A/A difference, in percent of the first arm's mean (signed as 'pct
-  imp': positive when the replica did better);
-- the margin: the 95% half-width of a difference of two means at this
-  number of runs, t95(n1 + n2 - 2) * sqrt(s1^2/n1 + s2^2/n2), in percent of
-  the first arm's mean. A difference smaller than the margin is one this
-  design cannot tell from noise;
-- the runs per arm the margin would need to shrink to TARGET_PCT (the
-  margin falls with the square root of the runs).
-
-Every other comparison of the run (an arm with knobs against the plain arm
-of its build, a plain arm against the first) is then 'inside' the margin
-when the absolute difference of its means is at most the margin, 'worse'
-or 'better' when it is outside. This is a noise-floor rule, not a formal
-equivalence test: it says whether a change is larger than what this many
-boots of one kernel show between themselves.
+More: docs/modules.md, measuring/equivalence.py.
 """
 
 from __future__ import annotations

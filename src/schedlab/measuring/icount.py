@@ -1,16 +1,6 @@
 """Instruction counts under qemu -icount: the calibration of the cost probes.
 
-With `-icount shift=0,sleep=off` (single-thread TCG) the guest clock
-advances one ns per instruction of the running vCPU, so a probe's entry and
-exit timestamps count the instructions in between: the function's and the
-probe's own.  The probe's own are measured on idle_cpu(), whose paths are
-short and fixed: before the runs, the cost program is attached to it alone
-(guest/run-plan.sh), and its most frequent durations are compared with the
-lengths of its paths, counted in the build's vmlinux (objdump).
-
-- overhead = the shortest frequent duration - the shortest path;
-- the check of "one ns = one instruction": the distance between the two most
-  frequent durations against the distance between the two paths.
+More: docs/modules.md, measuring/icount.py.
 """
 
 from __future__ import annotations

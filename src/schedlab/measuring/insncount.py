@@ -1,20 +1,6 @@
 """Instructions per execution of parts of inlined code: the insns probe.
 
-The cost probes (cost.bt) time whole functions; what a function spends in
-code inlined into it, such as one iteration of update_sg_lb_stats()'s
-per-CPU loop or the group statistics cache's write, they cannot separate.
-Here qemu runs the guest with a TCG plugin (qemu/insncount.c)
-that counts the executions of every instruction in the address ranges of
-FUNCTIONS and of the functions they call directly.  After the boot, every
-counted address is turned into the chain of functions inlined there with
-their source lines (addr2line -i), and each PART sums the instructions
-whose chain holds its frame (at the lines of a block of it, when given),
-plus the calls made from them at the callees' mean instructions per call.
-
-Counts cover the whole boot (the plugin has no window): what a part costs
-per execution, not how often the workload runs it.  Exact under
-single-thread TCG, which every icount boot is; the guest boots with
-nokaslr so that the ranges, fixed when qemu starts, are the link addresses.
+More: docs/modules.md, measuring/insncount.py.
 """
 
 from __future__ import annotations

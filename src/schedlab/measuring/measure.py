@@ -1,21 +1,6 @@
 """Run a measurement plan in the lab VM or on this machine: one JSON per run.
 
-One boot (or one process group on the host) runs a whole plan with the
-fixed runner guest/run-plan.sh, reading the plan folder plan.py writes and
-writing raw outputs into one folder per run (shared read-write with the host
-when in the VM).  results.py parses them into LABEL's folder (work/results/
-LABEL unless the label names another place), run-*.json.
-
-The 'measure' command (measure_build(), measure_on_host()) keeps a record of
-its request beside the results (resume.py): run again with the same request
-after its boot finished, it measures nothing and says so; with another, it
-refuses and names what differs, unless fresh.
-
-Counts (should_we_balance() calls, idle_cpu() probes made inside it,
-sched_balance_rq() calls by idle type, migrations, balance attempts by
-domain and idle type from schedstat) come first: they survive TCG's
-distortion.  Times are reported beside them.  The probes are in probes.py,
-the workloads in workloads.py.
+More: docs/modules.md, measuring/measure.py.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """The probes a measurement plan can attach: one record each.
 
-A probe is a bpftrace program in guest/bt/NAME.bt (its placeholders filled
-in per attach method, fentry or kprobe, by bpfgen.py), the maps it fills,
-the functions it needs out of line, its metrics (name, unit, the summary
-tables that show them) and the function that turns its maps into those
-metrics (probe_parsers.py).  The latency probe is the exception: it runs a
-funclatency tool (bcc, libbpf-tools, or bpftrace's own histogram).  This
-module is the registry: the records, and which probes a plan may name.
-
-Keyed by CPU, not by thread: should_we_balance() and sched_balance_rq() run
-with preemption off, mostly in softirq context where tid is whoever was
-interrupted.  Calls are counted at entry, so the counts are exact; a time is
-taken only when entry and exit pair up on one CPU.  Nothing is counted until
-the gate (guest/bt/gate.bt) opens: the counts cover the workload's run, not
-the tools' start-up around it.
+More: docs/modules.md, measuring/probes.py.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Results: one JSON per run in a result set's folder, typed.
 
-Where a result set lives (results_dir(), find()):
-- work/results/LABEL: what 'measure' and 'ab' write by default (work/ is
-  ignored by git, so running the main job leaves the checkout clean);
-- results/NAME, for a label 'results/NAME': kept in the checkout on purpose
-  (the runs the pages of docs/results/ quote).
-A plain label is looked up in those two places in that order (find()):
-'compare ab-smt4-base ab-smt4-patched' finds your own run first, else the
-kept one.  'scratch/NAME' (the test command's runs) is work/results/NAME.
-
-parse_run() turns one run folder of raw outputs (written by
-guest/run-plan.sh) into a Run; collect() parses a whole plan into its
-folder; reparse() does it again from the raw outputs after a parser change;
-check_runs() says what a complete run lacks; merge_boots() pools the boots
-of an interleaved 'ab' run.
+More: docs/modules.md, measuring/results.py.
 """
 
 from __future__ import annotations

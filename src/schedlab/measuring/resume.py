@@ -1,17 +1,6 @@
 """Runs that resume: the record of a request, kept beside its results.
 
-'ab' and 'measure' keep each finished boot's results in their folders and,
-in RECORD (request.json) of the output folder, what was asked for (plan,
-probes, runs, seconds, knobs, arms, topology, boots, accelerator, ...), the
-builds' identity (commit and kernel release per variant) and the boots
-finished so far.  The same command run again compares its request with the
-record: when they are equal it measures only the boots not finished, in the
-order of one uninterrupted run (ab.py); when they differ it refuses and
-names what differs, unless --fresh, which measures everything again.
-
-A boot is finished when its measurement returned with every run complete;
-one that was interrupted (Ctrl-C, an error) or left incomplete runs is
-measured again by the next run.
+More: docs/modules.md, measuring/resume.py.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """The ground floor of the comparison tables: result sets as data, rows, text.
 
-compare.py (the tables), plots.py (the PNGs), equivalence.py (the A/A
-margins) and ab.py build on this module; it imports none of them, so that
-the lab's import graph has no cycle (tests/test_tables.py checks it).
-
-- load_runs(), setting(): a result set's run-*.json as dicts, and what one
-  setting of theirs holds.
-- by_metric(), rows(), Row: the complete runs' metrics, keyed by (workload,
-  metric), and one row per metric both sides have, with the one
-  significance rule (stats.py).
-- fmt(), names_rx(): the text of a table (util.render_table() lays it out).
-- the wall-clock note: under TCG the elapsed time of a short kernel function
-  (should_we_balance(), sched_balance_rq(): nanoseconds) measures how the
-  host thread schedules the vCPUs as much as the function; a table or plot
-  that shows such a time marks it (WALLCLOCK_MARK) and says so
-  (WALLCLOCK_NOTE).
+More: docs/modules.md, measuring/tables.py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Deliberate breaks of the series' code, each of which some KUnit test must catch.
 
-A break is one edit of a file of the patched tree (a text that must occur
-exactly once, and its replacement) and the KUnit tests it is for.  run()
-first boots those tests on the unbroken series (they must pass), then
-commits each break beside the series (never in the work tree), builds it
-in a folder of its own and boots its tests on the default topology; a
-break is caught when at least one test fails on an assertion.  A break whose text is not in the tree is stale (the
-code it broke has changed): that fails too, so the list follows the code.
+More: docs/modules.md, series/breaks.py.
 """
 
 from __future__ import annotations

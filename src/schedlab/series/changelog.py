@@ -1,25 +1,7 @@
 """The changelog rules of the series check: how much prose a patch's
 changelog holds, how many tables, and no version number of the series.
 
-The changelog is the commit message below its subject, above the '---'
-line, without its trailer block (Link:, Fixes:, Signed-off-by: ...).  Its
-lines are prose but for those of command blocks and of tables:
-
-- a command block is a run of consecutive indented lines whose first line
-  starts with "./", "$ " or a known tool (TOOLS; a path's last part
-  counts, tools/testing/kunit/kunit.py is kunit.py), with the lines that
-  follow a trailing backslash;
-- a table is a run of consecutive indented lines, not a bullet list (no
-  line starting with "- " or "* " after its indent), with two lines or
-  more whose columns are separated by two spaces or more; it spans its
-  first such line to its last, so a label line between its rows (a
-  workload's name over the rows of that workload) is part of it, and the
-  indented lines around that span are prose.
-
-A version of the series (the lab's revisions VERSION matches; the base
-kernel's v7.3 is not one) belongs below the '---' line, if anywhere: not
-in the subject's [PATCH vN] (series mail adds one with --reroll-count),
-the changelog or a line the patch adds.
+More: docs/modules.md, series/changelog.py.
 """
 
 from __future__ import annotations

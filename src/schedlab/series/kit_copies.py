@@ -1,14 +1,6 @@
 """The hardware kit's switches (patches/kit/): are the copies the patches?
 
-The kit's patch keeps __should_we_balance(), the election that
-should_we_balance() inlines, as each patch of the swb topic leaves it, one
-function per state (__should_we_balance_s0() for the code before the topic,
-then one per patch), chosen at run time through
-/sys/kernel/debug/sched/swb_state.  A state measures a patch only if its
-copy is that patch's function, so `series check` compares each copy, name
-aside, with __should_we_balance() in fair.c at the commit of that patch.
-When a patch of the topic changes, the check fails until the kit's patch
-is made again from the new commits.
+More: docs/modules.md, series/kit_copies.py.
 """
 
 from __future__ import annotations

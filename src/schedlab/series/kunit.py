@@ -1,18 +1,6 @@
 """Run the series' KUnit suites on the lab's one build, on a chosen topology.
 
-kunit.py's own 'run' hard-codes '-accel kvm' first (which hangs here) and
-one CPU, so the lab boots its own qemu: no root filesystem, the KUnit suites
-built in run during boot with kunit.enable=1, the machine powers off after
-them (kunit_shutdown=poweroff), and the console is parsed with the tree's own
-'tools/testing/kunit/kunit.py parse --json': the counts and per-test results
-are those of its JSON report, the series' own lines ('swb-probes:',
-'swb-calls:') go to kunit_report.
-
-The fixtures need as many possible CPUs as they have (cpumask iteration
-stops at nr_cpu_ids): the default topology gives 192 possible CPUs with two
-online (qemu -smp 192,... plus the kernel's maxcpus=2), which boots in
-seconds under TCG.  The qemu command line is the boot target's (targets.py):
-x86_64 or a pseries guest (ppc64le).
+More: docs/modules.md, series/kunit.py.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """The series' own KUnit output: should_we_balance() idle-state probe counts.
 
-The suite sched_fair_lb prints, besides its KTAP results, one line per
-fixture and busy level ('swb-probes: fixture=... busy=... pass_probes=...')
-and one per fixture with the per-call totals of its election cases
-('swb-calls: fixture=... calls=... probes=...'): this kernel's counts only.
-The suite has no model of v7.3's scan; v7.3's counts are the same lines
-from the suite run on the KUnit series alone ('./schedlab kunit
---reference'), which merge_reference() files under 'upstream_*' keys.  This
-module parses those lines, renders them as Markdown tables
-(util.render_table, as 'compare' renders its tables) and, with the
-reference, checks them against the series' goal: fewer idle-state probes
-per balance pass than v7.3, by at least PROBE_TARGETS' factor.
-
-The suite sched_fair_lb_stats prints the per-CPU runqueue reads of busy
-balancing over a simulated timeline, upstream vs with the cache of group
-statistics ('lb-stats-reads: fixture=... busy=... level=... upstream=...
-patched=...', and where the suite counts them the writes of the sums:
-'leaving=... writes=...'); reads_table() renders them and check_read_targets() checks
-READ_TARGETS (the share of reads above the lowest level saved).
+More: docs/modules.md, series/kunit_report.py.
 """
 
 from __future__ import annotations

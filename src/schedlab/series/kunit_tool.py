@@ -1,23 +1,6 @@
 """The series' KUnit suites run the way users run them: the tree's own kunit.py.
 
-    ./tools/testing/kunit/kunit.py run --kunitconfig=kernel/sched --arch=x86_64-smt8
-
-(another boot target: its <kunit.py arch>-smt8 qemu configuration,
-cross-compiled; targets.py).
-
-kunit.py builds its own small kernel from kernel/sched/.kunitconfig and boots
-it with the series' qemu configuration (192 possible CPUs, 2 online). It
-asks qemu for '-accel kvm' first; where /dev/kvm exists but KVM does not
-work, as on the lab machines (nested, paravirtual), qemu would hang in KVM.
-The README's fallback runs kunit.py in a private mount namespace in which
-/dev/kvm is /dev/null: qemu's KVM initialisation then fails at once and qemu
-falls back to TCG. The lab uses exactly that command (with_kvm_hidden()).
-
-The verdict: kunit.py succeeds, runs tests, and skips nothing but
-fixture_matches_live_domains, which needs every possible CPU online.
-
-The readers of kunit.py's JSON report (load_report, leaves, counts) also
-serve the lab's own KUnit boots (kunit.py of this package).
+More: docs/modules.md, series/kunit_tool.py.
 """
 
 from __future__ import annotations

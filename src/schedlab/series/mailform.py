@@ -1,15 +1,7 @@
 """A patch as its sender mails it: the sender as author, and at the end of
 its trailer block "Assisted-by: LLM" then the sender's Signed-off-by.
 
-The kernel's Documentation/process/coding-assistants.rst: only a person may
-add a Signed-off-by (it certifies the Developer's Certificate of Origin of
-submitting-patches.rst), and an AI-assisted patch says so with an
-"Assisted-by: LLM" line; submitting-patches.rst: the last Signed-off-by is
-the submitter's.  So patches/ carries no Signed-off-by and a placeholder
-From:, and the one who mails a topic (series mail) signs it off then.
-mail_form() is that form of a format-patch file, for the mail step (which
-commits it, topics.mail()) and for the series check (which runs checkpatch
-on it) alike.
+More: docs/modules.md, series/mailform.py.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The patch series: patches/ as git format-patch output, in the order of patches/series.
 
-patches/0000-cover-letter.patch is the cover letter (not listed in series).
-patches/lab/ is the lab's own KUnit checks of the RFC topics (same layout),
-never posted: the series as posted is the variant "posted", and "patched"
-is "posted" plus patches/lab/, what every lab build of the series runs.
-patches/measure/ is the measurement-only series (same layout), applied on top
-of base and patched alike when measuring, never part of the upstream series.
-patches/kit/ is the hardware kit's series (same layout): run-time switches
-between the states of the series' patches, on top of the whole series and
-the measurement series only.
-The per-patch checks are in series_check.py.
+More: docs/modules.md, series/patchset.py.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """The kernel's own scheduler and cgroup tests on base and on patched.
 
-Both variants run the `debug` kernel (configs/debug.config), which builds
-every KUnit suite its options allow (KUNIT_ALL_TESTS) and has what the
-selftests need (SCHED_CORE for cs_prctl_test, CFS_BANDWIDTH and cpuset v2
-for the cgroup tests):
-
-- KUnit: one boot with kunit.enable=1 runs every built-in suite; the
-  tree's kunit.py parses the console (kunit.py in this package);
-- kselftests: tools/testing/selftests/sched (every program the variant's
-  commit has) and tools/testing/selftests/cgroup test_cpu and test_cpuset,
-  built from the checked-out tree, run in one VM boot (guest/peer-selftests.sh),
-  and a second one for a program with a test that failed in every attempt.
-
-Each variant's results are kept under work/peer-tests/; the report puts
-them side by side with the newest run of the other variant.  A test that
-passes on base and does not pass on patched is an error; a test that fails
-on both is listed.
+More: docs/modules.md, series/peer_tests.py.
 """
 
 from __future__ import annotations

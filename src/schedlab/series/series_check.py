@@ -1,15 +1,6 @@
 """The per-patch checks of the series: what a maintainer would run before applying.
 
-Every patch of patches/series: no Signed-off-by (only the sender signs
-off, when mailing: mailform.py), a changelog of at most 45 lines of prose
-and one table and no version of the series in the changelog, the subject
-or an added line (changelog.py), checkpatch.pl --strict on the patch as it
-is mailed, new files covered by MAINTAINERS, no new W=1 warnings in the
-objects it touches (with the series' KUnit option on and off), test-only
-hooks that leave the option-off code unchanged; no Signed-off-by in
-patches/measure/ and patches/kit/ either; then kernel/sched/ of the tip
-compiled for each cross-compiled boot target (ppc64le).  check() returns
-one PatchCheck per patch, report() the text.
+More: docs/modules.md, series/series_check.py.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """The soak: a debug kernel under load and churn (guest/soak.sh), and its verdict.
 
-One boot of the `debug` config (lockdep, PROVE_RCU, KASAN, lockup and stall
-detectors with timeouts for TCG's speed: configs/debug.config) under
-single-thread TCG, since flipping static keys patches kernel text, which
-multi-threaded TCG does not survive here.  The guest runs load, CPU hotplug,
-cgroup churn, cpuset partitions and feature/knob flips together for the
-whole window; the host then reads the counts, the workloads' exit statuses
-and the kernel log.
+More: docs/modules.md, series/soak.py.
 """
 
 from __future__ import annotations

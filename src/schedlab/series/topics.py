@@ -1,15 +1,6 @@
 """The series as topic series: a prerequisite (the KUnit core) and topics on it.
 
-patches/series is the one stacked order; patches/topics names which of its
-patches make each topic, and patches/covers/NAME.txt is each topic's cover
-letter (a subject line, a blank line, the text).  Maintainers take topics
-apart, so each must apply with git am onto the base plus the prerequisite
-alone, and all of them in the stacked order.  mail() writes a topic as
-git format-patch does for sending, in the mail form of its sender
-(mailform.py): a cover letter ending with a prerequisite-patch-id: line
-per prerequisite patch (what b4 reads to find what a series applies on),
-and no base-commit: line, as the base is the lab's own import of Debian's
-tree, which no one else can resolve.
+More: docs/modules.md, series/topics.py.
 """
 
 from __future__ import annotations
