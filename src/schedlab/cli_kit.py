@@ -43,8 +43,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
     args.rounds = args.rounds or 5
     seconds = args.seconds or 30
     if args.plan:
-        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs, seconds,
-                         args.arm, bench, kind))
+        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs,
+                         seconds, args.arm, bench, kind))
         return 0
     if args.report:
         return hw.report_again(not args.no_plots, kind)

@@ -65,10 +65,9 @@ def cmd_reparse(args: argparse.Namespace) -> int:
 
 def add_reparse(sub: Sub) -> None:
     s = command(sub, "reparse", cmd_reparse, "parse the raw outputs of a result set (label "
-                "or folder) again "
-                                             "(after a parser change; boots pooled again)", """
+                "or folder) again (after a parser change; boots pooled again)", """
 ./schedlab reparse ab-smt4-patched
-./schedlab reparse /tmp/docs/results/data/icount-smt8-base   # a folder""")
+./schedlab reparse work/results/ab-smt4-patched   # a folder""")
     s.add_argument("label", type=result_set_arg)
 
 

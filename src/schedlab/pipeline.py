@@ -1,5 +1,5 @@
-"""Boot and check: 'vm' and 'run' (build, boot, topology check), and the
-measurement integration checks the test tiers run (testcmd.py)."""
+"""Boot and check: 'run' (build, boot, topology check), and the measurement
+integration checks the test tiers run (testcmd.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from schedlab.measuring import measure as measuremod
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import probes as probemod
 from schedlab.measuring import results as resmod
+from schedlab.measuring import workloads as workmod
 from schedlab.series import patchset
 
 # The measurement harness's integration test: a short plan, every probe but
@@ -23,14 +24,14 @@ from schedlab.series import patchset
 # Every probe but the cost probes and insns (both icount only, and alone),
 # and cycles and c2c, which need a PMU (TCG has none: the guest drops them with
 # a note).
-INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-50")),
+INTEGRATION = planmod.Plan(tuple(workmod.plan_workloads("stress-50")),
                            tuple(n for n, p in probemod.PROBES.items()
                                  if p.program != "cost" and n not in ("insns", "cycles", "c2c")),
                            runs=1, seconds=3,
                            knobs=(("newidle_cost_pct", "400"),))
 INTEGRATION_TOPOLOGY = "smt4"
 # And under icount: the cost probe of should_we_balance() with its calibration.
-ICOUNT_INTEGRATION = planmod.Plan(tuple(planmod.workmod.plan_workloads("stress-100")),
+ICOUNT_INTEGRATION = planmod.Plan(tuple(workmod.plan_workloads("stress-100")),
                                   ("swb-cost",), runs=1, seconds=2, accel="icount")
 
 

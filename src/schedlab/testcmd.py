@@ -1,6 +1,6 @@
 """The test command: its tiers as lists of stage records, and the full tier's record.
 
-More: docs/modules.md, testcmd.py.
+Detail: docs/modules.md, section testcmd.py.
 """
 
 from __future__ import annotations

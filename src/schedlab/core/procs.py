@@ -1,6 +1,6 @@
 """The one way the lab runs a child process: builds, VMs, KUnit, git, apt, tools.
 
-More: docs/modules.md, core/procs.py.
+Detail: docs/modules.md, section core/procs.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """POWER guests: the ppc64le lab kernel on qemu's pseries machine.
 
-More: docs/modules.md, core/pseries.py.
+Detail: docs/modules.md, section core/pseries.py.
 """
 
 from __future__ import annotations

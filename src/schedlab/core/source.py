@@ -1,6 +1,6 @@
 """Base tree: Debian's linux-source package, or the user's own kernel git tree.
 
-More: docs/modules.md, core/source.py.
+Detail: docs/modules.md, section core/source.py.
 """
 
 from __future__ import annotations

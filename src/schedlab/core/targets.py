@@ -1,6 +1,6 @@
 """Boot targets: one record per architecture the lab boots, as data.
 
-More: docs/modules.md, core/targets.py.
+Detail: docs/modules.md, section core/targets.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Paths, command running, stage timing and errors shared by every stage."""
+"""Paths, command running, output and errors shared by every module."""
 
 from __future__ import annotations
 

@@ -37,22 +37,23 @@ class KitArm:
 # swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
 KIT_ARMS = (
     KitArm("series", "the series, every experimental feature off: the reference",
-        before="swb-one-core"),
+           before="swb-one-core"),
     KitArm("series-again", "the same state again: the A/A margin"),
     KitArm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
-        "swb_state"),
+           "swb_state"),
     KitArm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
-        "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
+           "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
     KitArm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
-        "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
+           "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
     KitArm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
-        "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state", "swb-one-cpu"),
+           "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state",
+           "swb-one-cpu"),
     KitArm("newidle-400", "patch 8: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
-        "newidle_cost_pct"),
+           "newidle_cost_pct"),
     KitArm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
-        "SIS_GROUP_IDLE"),
+           "SIS_GROUP_IDLE"),
     KitArm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
-        "SG_STATS_REUSE"),
+           "SG_STATS_REUSE"),
 )
 
 # The probes of every run (funclatency of should_we_balance(),
@@ -177,7 +178,7 @@ def default_arms(kind: Pass, here: Sequence[KitArm]) -> Optional[List[str]]:
 
 
 def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]]) -> None:
-    """KitArm and benchmark names the kit does not know, refused before anything
+    """Arm and benchmark names the kit does not know, refused before anything
     is checked or run."""
     unknown = [n for n in names or () if n not in {a.name for a in KIT_ARMS}]
     if unknown:

@@ -1,6 +1,6 @@
 """The hardware kit's report: one Markdown file a user posts with the series.
 
-More: docs/modules.md, kit/hwreport.py.
+Detail: docs/modules.md, section kit/hwreport.py.
 """
 
 from __future__ import annotations

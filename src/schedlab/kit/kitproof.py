@@ -1,6 +1,6 @@
 """The kit's switches against the kernels built at each patch, twice over.
 
-More: docs/modules.md, kit/kitproof.py.
+Detail: docs/modules.md, section kit/kitproof.py.
 """
 
 from __future__ import annotations
@@ -212,8 +212,9 @@ def gather(prefix: str = PREFIX) -> Tuple[List[ProofCell], Dict[str, ArmRuns]]:
         at = arms_out[f"at-{state}"] = _arm_runs(resmod.results_dir(f"{prefix}-at-{state}"))
         kit = arms_out[f"kit-{state}"] = _arm_runs(resmod.results_dir(f"{prefix}-kit-{state}"))
         for key in sorted(set(at.medians) | set(kit.medians)):
-            cells_out.append(ProofCell(state, key, at.medians.get(key, []), kit.medians.get(key, []),
-                                  at.means.get(key, []), kit.means.get(key, [])))
+            cells_out.append(ProofCell(state, key, at.medians.get(key, []),
+                                       kit.medians.get(key, []), at.means.get(key, []),
+                                       kit.means.get(key, [])))
     return cells_out, arms_out
 
 

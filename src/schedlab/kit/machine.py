@@ -209,7 +209,7 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
         why = ("with one LLC it is not active (7.3 turns it on only where the LLC domain "
                "has a parent)" if text in SWITCH_ON else "off")
         return PreflightCheck("cache aware scheduling", True,
-                     f"{where} is {text}, {why}: the lbstats arm measures the reuse")
+                              f"{where} is {text}, {why}: the lbstats arm measures the reuse")
     detail = (f"{where} is {text} and "
               + ("this machine has several LLCs, so cache aware scheduling is active: "
                  if active else "neither debugfs nor sysfs shows whether there are several "
@@ -217,41 +217,45 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
               + "SG_STATS_REUSE keeps no sums, the lbstats arm measures the feature's "
               "static branch only")
     return PreflightCheck("cache aware scheduling", True, detail,
-                 f"to measure the reuse, write 0 to {where} before the kit (every arm then "
-                 "runs without cache aware scheduling), and say so with the report")
+                          f"to measure the reuse, write 0 to {where} before the kit (every "
+                          "arm then runs without cache aware scheduling), and say so with "
+                          "the report")
 
 
-def check_kernel(debug_sched: Path, config_text: str, cpu_dir: Path = CPU_DIR) -> List[PreflightCheck]:
+def check_kernel(debug_sched: Path, config_text: str,
+                 cpu_dir: Path = CPU_DIR) -> List[PreflightCheck]:
     """The series in the running kernel, and the options the kit needs."""
     checks = []
     found = _features(debug_sched)
     names = found or set()
     if found is None:
-        checks.append(PreflightCheck("debugfs", False, f"{debug_sched / 'features'} is not readable",
-                            "mount -t debugfs none /sys/kernel/debug (as root), on a kernel "
-                            "with CONFIG_DEBUG_FS"))
+        checks.append(PreflightCheck("debugfs", False,
+                                     f"{debug_sched / 'features'} is not readable",
+                                     "mount -t debugfs none /sys/kernel/debug (as root), on a "
+                                     "kernel with CONFIG_DEBUG_FS"))
     for need in KERNEL_NEEDS:
         ok = _has(debug_sched, names, need)
-        where = f"SCHED_FEAT {need.name}" if need.what == "feature" else f"{debug_sched / need.name}"
+        where = (f"SCHED_FEAT {need.name}" if need.what == "feature"
+                 else f"{debug_sched / need.name}")
         checks.append(PreflightCheck(f"series: {need.patch}", ok,
-                            f"{where} {'present' if ok else 'absent'}",
-                            "" if ok else "boot a kernel built with the series "
-                            "(patches/series applied to your tree; README, 'Measuring on "
-                            "real SMT hardware')"))
+                                     f"{where} {'present' if ok else 'absent'}",
+                                     "" if ok else "boot a kernel built with the series "
+                                     "(patches/series applied to your tree; README, 'Measuring on "
+                                     "real SMT hardware')"))
     llc = check_llc_balancing(debug_sched, cpu_dir)
     if llc:
         checks.append(llc)
     config = buildmod.parse_config(config_text)
     if not config:
         checks.append(PreflightCheck("kernel config", False, "neither /proc/config.gz nor "
-                            f"/boot/config-{os.uname().release} is readable",
-                            "install the config with the kernel (make install does), or "
-                            f"name the kernel's .config in ${CONFIG_ENV}"))
+                                     f"/boot/config-{os.uname().release} is readable",
+                                     "install the config with the kernel (make install does), or "
+                                     f"name the kernel's .config in ${CONFIG_ENV}"))
     else:
         for opt, why in CONFIG_NEEDS.items():
             ok = config.get(opt) == "y"
             checks.append(PreflightCheck(f"config {opt}", ok, why if ok else f"not set: {why}",
-                                "" if ok else f"rebuild with {opt}=y"))
+                                         "" if ok else f"rebuild with {opt}=y"))
     return checks
 
 
@@ -269,7 +273,7 @@ def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
                   euid: Optional[int] = None) -> List[PreflightCheck]:
     root = (os.geteuid() if euid is None else euid) == 0
     checks = [PreflightCheck("root", root, "BPF programs, debugfs writes and perf need root",
-                    "" if root else "run it with sudo")]
+                             "" if root else "run it with sudo")]
     threads = threads_per_core(cpu_dir)
     try:
         active = smt_active.read_text().strip() == "1"
@@ -277,10 +281,10 @@ def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
         active = threads > 1
     ok = threads > 1 and active
     checks.append(PreflightCheck("SMT", ok, f"{threads} thread(s) per core, SMT "
-                        f"{'active' if active else 'inactive'}",
-                        "" if ok else "the series is for SMT machines: turn SMT on "
-                        "(ppc64_cpu --smt=on on POWER; the firmware or "
-                        "/sys/devices/system/cpu/smt/control elsewhere)"))
+                                 f"{'active' if active else 'inactive'}",
+                                 "" if ok else "the series is for SMT machines: turn SMT on "
+                                 "(ppc64_cpu --smt=on on POWER; the firmware or "
+                                 "/sys/devices/system/cpu/smt/control elsewhere)"))
     return checks
 
 
@@ -290,8 +294,8 @@ def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Pr
         found = next((n for n in t.names if which(n) or which(f"/usr/sbin/{n}")), None)
         skipped = "" if found or not t.optional else " (optional: not found, left out)"
         out.append(PreflightCheck(f"tool {t.names[0]}", found is not None or t.optional,
-                         f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
-                         "" if found else t.how))
+                                  f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
+                                  "" if found else t.how))
     return out
 
 

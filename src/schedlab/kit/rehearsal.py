@@ -1,6 +1,6 @@
 """The hardware kit's rehearsal: `./schedlab hw` inside an SMT guest.
 
-More: docs/modules.md, kit/rehearsal.py.
+Detail: docs/modules.md, section kit/rehearsal.py.
 """
 
 from __future__ import annotations

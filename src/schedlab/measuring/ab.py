@@ -1,6 +1,6 @@
 """'ab': base vs patched (or several arms) in the VM, from builds to tables.
 
-More: docs/modules.md, measuring/ab.py.
+Detail: docs/modules.md, section measuring/ab.py.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from schedlab.measuring import equivalence as eqmod
 from schedlab.measuring import measure as measuremod
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import plots as plotmod
+from schedlab.measuring import probes as probemod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
 from schedlab.measuring import tables as tablemod
@@ -146,7 +147,7 @@ def _pinned_latency_tool(plan: Plan, label: str) -> Plan:
     except LabError:
         return plan
     tool = json.loads(next(iter(used))) if len(used) == 1 else None
-    if tool in planmod.probemod.LATENCY_TOOLS[1:] and tool != plan.latency_tool:
+    if tool in probemod.LATENCY_TOOLS[1:] and tool != plan.latency_tool:
         say(f"  the next measurements use the latency tool base used: {tool}")
         return plan.with_(latency_tool=tool)
     return plan

@@ -1,6 +1,6 @@
 """Base-vs-patched comparison tables from a result set's run-*.json.
 
-More: docs/modules.md, measuring/compare.py.
+Detail: docs/modules.md, section measuring/compare.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Equivalence margins of an 'ab' run from its A/A pair.
 
-More: docs/modules.md, measuring/equivalence.py.
+Detail: docs/modules.md, section measuring/equivalence.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Instruction counts under qemu -icount: the calibration of the cost probes.
 
-More: docs/modules.md, measuring/icount.py.
+Detail: docs/modules.md, section measuring/icount.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Instructions per execution of parts of inlined code: the insns probe.
 
-More: docs/modules.md, measuring/insncount.py.
+Detail: docs/modules.md, section measuring/insncount.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Run a measurement plan in the lab VM or on this machine: one JSON per run.
 
-More: docs/modules.md, measuring/measure.py.
+Detail: docs/modules.md, section measuring/measure.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The probes a measurement plan can attach: one record each.
 
-More: docs/modules.md, measuring/probes.py.
+Detail: docs/modules.md, section measuring/probes.py.
 """
 
 from __future__ import annotations

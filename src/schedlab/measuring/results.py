@@ -1,6 +1,6 @@
 """Results: one JSON per run in a result set's folder, typed.
 
-More: docs/modules.md, measuring/results.py.
+Detail: docs/modules.md, section measuring/results.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from schedlab.measuring import workloads as workmod
 # Labels of the lab's own scratch runs (the test command's integration run):
 # work/results/NAME, like any plain label.
 SCRATCH = "scratch/"
-# The label prefixes that name a place in the checkout (see the docstring).
+# The label prefixes that name a place: work/results/ or the checkout's results/.
 KEPT = "results/"
 WORK = "work/results/"
 

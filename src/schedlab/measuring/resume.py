@@ -1,6 +1,6 @@
 """Runs that resume: the record of a request, kept beside its results.
 
-More: docs/modules.md, measuring/resume.py.
+Detail: docs/modules.md, section measuring/resume.py.
 """
 
 from __future__ import annotations

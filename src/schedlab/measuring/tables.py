@@ -1,6 +1,6 @@
 """The ground floor of the comparison tables: result sets as data, rows, text.
 
-More: docs/modules.md, measuring/tables.py.
+Detail: docs/modules.md, section measuring/tables.py.
 """
 
 from __future__ import annotations

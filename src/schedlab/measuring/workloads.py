@@ -4,7 +4,7 @@ A workload is a one-line command the plan runner (guest/run-plan.sh) runs
 under `bash -c` with NCPU (CPUs online) and SECS in its environment; a
 workload longer than one line is a script in guest/workloads/.  Its parser
 is a function of parsers.py that turns the workload's output into metrics,
-and `metrics` names the ones the summary tables show (see metrics.py).
+and `metrics` names the ones the summary tables show (compare.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Deliberate breaks of the series' code, each of which some KUnit test must catch.
 
-More: docs/modules.md, series/breaks.py.
+Detail: docs/modules.md, section series/breaks.py.
 """
 
 from __future__ import annotations
@@ -198,4 +198,4 @@ def _one(tree: Tree, patched: str, b: Break, topo: topomod.Topology,
         return BreakOutcome(b.name, "error", str(e).splitlines()[0])
     failing = [name for name, status in res.results if status not in ("PASS", "SKIP")]
     return BreakOutcome(b.name, verdict(res.failed, res.crashed, res.passed),
-                   f"{res.failed} failed ({', '.join(failing[:3])}), {res.passed} passed")
+                        f"{res.failed} failed ({', '.join(failing[:3])}), {res.passed} passed")

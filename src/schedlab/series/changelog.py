@@ -1,7 +1,7 @@
 """The changelog rules of the series check: how much prose a patch's
 changelog holds, how many tables, and no version number of the series.
 
-More: docs/modules.md, series/changelog.py.
+Detail: docs/modules.md, section series/changelog.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The hardware kit's switches (patches/kit/): are the copies the patches?
 
-More: docs/modules.md, series/kit_copies.py.
+Detail: docs/modules.md, section series/kit_copies.py.
 """
 
 from __future__ import annotations

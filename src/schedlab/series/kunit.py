@@ -1,6 +1,6 @@
 """Run the series' KUnit suites on the lab's one build, on a chosen topology.
 
-More: docs/modules.md, series/kunit.py.
+Detail: docs/modules.md, section series/kunit.py.
 """
 
 from __future__ import annotations

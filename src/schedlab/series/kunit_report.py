@@ -1,6 +1,6 @@
 """The series' own KUnit output: should_we_balance() idle-state probe counts.
 
-More: docs/modules.md, series/kunit_report.py.
+Detail: docs/modules.md, section series/kunit_report.py.
 """
 
 from __future__ import annotations

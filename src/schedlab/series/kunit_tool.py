@@ -1,6 +1,6 @@
 """The series' KUnit suites run the way users run them: the tree's own kunit.py.
 
-More: docs/modules.md, series/kunit_tool.py.
+Detail: docs/modules.md, section series/kunit_tool.py.
 """
 
 from __future__ import annotations

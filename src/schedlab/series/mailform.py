@@ -1,7 +1,7 @@
 """A patch as its sender mails it: the sender as author, and at the end of
 its trailer block "Assisted-by: LLM" then the sender's Signed-off-by.
 
-More: docs/modules.md, series/mailform.py.
+Detail: docs/modules.md, section series/mailform.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The patch series: patches/ as git format-patch output, in the order of patches/series.
 
-More: docs/modules.md, series/patchset.py.
+Detail: docs/modules.md, section series/patchset.py.
 """
 
 from __future__ import annotations

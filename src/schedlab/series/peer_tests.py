@@ -1,6 +1,6 @@
 """The kernel's own scheduler and cgroup tests on base and on patched.
 
-More: docs/modules.md, series/peer_tests.py.
+Detail: docs/modules.md, section series/peer_tests.py.
 """
 
 from __future__ import annotations

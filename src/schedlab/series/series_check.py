@@ -1,6 +1,6 @@
 """The per-patch checks of the series: what a maintainer would run before applying.
 
-More: docs/modules.md, series/series_check.py.
+Detail: docs/modules.md, section series/series_check.py.
 """
 
 from __future__ import annotations

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Callable, List, Optional
 
 from schedlab.core import source
-from schedlab.core.util import LabError, repo_dir, say
+from schedlab.core.util import LabError, git, repo_dir, say
 from schedlab.series import mailform, matrix, objdiff, patchset, series_check, topics
 
 
 def _rebase_debian(tree: source.Tree, onto: str) -> source.Tree:
-    sha = source.git(tree.path, "rev-parse", "--verify", "-q", onto + "^{commit}", check=False)
+    sha = git(tree.path, "rev-parse", "--verify", "-q", onto + "^{commit}", check=False)
     if not sha:
         raise LabError(f"no commit {onto!r} in {tree.path}")
     return source.Tree(key=tree.key, path=tree.path, base=sha,

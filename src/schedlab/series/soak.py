@@ -1,6 +1,6 @@
 """The soak: a debug kernel under load and churn (guest/soak.sh), and its verdict.
 
-More: docs/modules.md, series/soak.py.
+Detail: docs/modules.md, section series/soak.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The series as topic series: a prerequisite (the KUnit core) and topics on it.
 
-More: docs/modules.md, series/topics.py.
+Detail: docs/modules.md, section series/topics.py.
 """
 
 from __future__ import annotations
