@@ -295,7 +295,8 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
     events = []
     tree = FakeTree(tmp_path / "linux", events)
-    state = {"kconfig": {}, "link_fails": set(), "sparse": {}}
+    # 'absent_at': commits whose Kconfig does not define the test option
+    state = {"kconfig": {}, "link_fails": set(), "sparse": {}, "absent_at": set()}
     monkeypatch.setattr(matrix.shutil, "which", lambda name: f"/usr/bin/{name}")
 
     def fake_make(cmd, tree_path, log, what, quiet=False):
@@ -315,6 +316,8 @@ def lab(tmp_path, monkeypatch):
                 if values.get("CONFIG_KUNIT_ALL_TESTS") == "y":      # the option's default
                     values.setdefault("CONFIG_" + matrix_cells.TEST_OPTION, "y")
                 values.update(state["kconfig"])
+                if tree.head in state["absent_at"]:
+                    values.pop("CONFIG_" + matrix_cells.TEST_OPTION, None)
                 _write_config(cfg, values)
             elif target == "vmlinux" and what.split(":")[0] in state["link_fails"]:
                 f.write("fair.c:(.text+0x1a2): undefined reference to "
@@ -351,7 +354,8 @@ def lab(tmp_path, monkeypatch):
     monkeypatch.setattr(matrix.patchset, "ensure_variant", lambda t, variant: TIP)
     monkeypatch.setattr(buildmod, "known_symbols",
                         lambda path, syms: {s for s in syms if s != "CONFIG_" +
-                                            matrix_cells.TEST_OPTION or tree.head != BASE})
+                                            matrix_cells.TEST_OPTION or
+                                            tree.head not in {BASE} | state["absent_at"]})
     return tree, events, state
 
 
@@ -490,6 +494,23 @@ def test_full_tier_bisects_cell_major_and_diffs_sparse(lab):
     assert "kernel/sched/tests/fair_kunit_topology.c: warning: incorrect type in " \
            "assignment (different address spaces)" in text
     assert "symbol 'x' was not declared" not in text     # moved, not new
+
+
+def test_the_bisection_checks_the_option_only_where_the_tree_has_it(lab, capsys):
+    """A series whose first patch comes before the one that adds the test
+    option: at that commit KUNIT_ALL_TESTS cannot turn the option on, and
+    the bisection must not call it broken; at the tip the check is strict."""
+    tree, events, state = lab
+    state["absent_at"] = {MID}
+    text, ok = matrix.run(tree, "full")
+    assert ok, text
+    assert "bisection in fgs-no-cfs-bandwidth+all-tests, 2 commit(s): every commit builds" \
+        in text
+    assert "not in this tree, not checked: SCHED_FAIR_LB_KUNIT_TEST" in capsys.readouterr().out
+    state["absent_at"] = {MID, TIP}
+    text, ok = matrix.run(tree, "full")
+    assert not ok
+    assert "CONFIG_SCHED_FAIR_LB_KUNIT_TEST=y expected, got n" in text
 
 
 def test_sparse_diff_at_the_base_skips_symbols_the_base_lacks(lab):

@@ -110,7 +110,7 @@ def _missing_compiler(arch: buildmod.Arch) -> str:
 def configure(tree: Tree, cell: Cell, bdir: Path, log: Path, lenient: bool = False) -> List[str]:
     """tinyconfig, the cell's requests, olddefconfig; returns the config's problems
     (check_config).  lenient: symbols the tree does not define are not checked
-    (the base has no test option)."""
+    (the base, and the commits before the one that adds the test option)."""
     arch = ARCHES[cell.arch]
     make = buildmod.make_args(arch, bdir)
     bdir.mkdir(parents=True, exist_ok=True)
@@ -124,7 +124,8 @@ def configure(tree: Tree, cell: Cell, bdir: Path, log: Path, lenient: bool = Fal
     final = buildmod.parse_config((bdir / ".config").read_text(errors="replace"))
     skip: List[str] = []
     if lenient:
-        symbols = sorted({"CONFIG_" + s for s, _ in cell.requests + cell.expect})
+        symbols = sorted({"CONFIG_" + s for s, _ in cell.requests + cell.expect
+                          + TEST_EXPECT.get(cell.test, ())})
         known = buildmod.known_symbols(tree.path, symbols)
         skip = [s[len("CONFIG_"):] for s in symbols if s not in known]
         if skip:
@@ -132,10 +133,11 @@ def configure(tree: Tree, cell: Cell, bdir: Path, log: Path, lenient: bool = Fal
     return check_config(cell, final, skip)
 
 
-def run_cell(tree: Tree, cell: Cell, commit: str, log: Optional[Path] = None) -> CellResult:
+def run_cell(tree: Tree, cell: Cell, commit: str, log: Optional[Path] = None,
+             lenient: bool = False) -> CellResult:
     """Check out COMMIT, configure the cell in its arch's folder, build vmlinux.
     The caller holds the tree's lock.  log: appended to (default: the cell's
-    own log, started afresh)."""
+    own log, started afresh); lenient: as configure()'s."""
     arch = ARCHES[cell.arch]
     if log is None:
         log = cell_log(cell)
@@ -153,7 +155,7 @@ def run_cell(tree: Tree, cell: Cell, commit: str, log: Optional[Path] = None) ->
     tree.checkout(commit)
     mark = _size(log)
     try:
-        problems = configure(tree, cell, bdir, log)
+        problems = configure(tree, cell, bdir, log, lenient)
         if problems:
             return result("failed", "\n".join(problems))
         if not cell.link:
@@ -191,7 +193,10 @@ def _bisect(tree: Tree, commits: Sequence[str], cells: Sequence[Cell],
         log = log_dir() / f"matrix-bisect-{cell.name}.log"
         log.write_text("")
         for commit in commits:
-            r = (known or {}).get((cell.name, commit)) or run_cell(tree, cell, commit, log)
+            # A commit before the one that adds the test option builds
+            # without it: what its tree does not define is not checked.
+            r = (known or {}).get((cell.name, commit)) or \
+                run_cell(tree, cell, commit, log, lenient=True)
             say(f"  [{cell.name}] {commit[:12]} {subjects[commit]}: {r.outcome}")
             out.append(replace(r, kind="bisect", subject=subjects[commit]))
     return out
