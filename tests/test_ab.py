@@ -88,3 +88,20 @@ def test_ab_arms_patch_by_patch():
         ab.Arm("base", "base"), ab.Arm("newidle", "topic-newidle")]
     with pytest.raises(LabError, match="needs --topic"):
         ab.parse_arms(None, None, per_patch=True)
+
+
+def test_the_arms_are_shuffled_every_round_with_the_seed_recorded():
+    from schedlab.measuring import ab, plan as planmod
+    arms = tuple(ab.Arm(n, "host") for n in ("a", "b", "c", "d", "e"))
+    plan = planmod.make_plan("stress-100", "", runs=1, seconds=5)
+    req = ab.AbRequest(None, plan, "host", arms, "hw", boots=4, host=True, order_seed=7)
+    units = req.units()
+    rounds = [[a.name for b, a in units if b == r] for r in range(4)]
+    assert all(sorted(r) == ["a", "b", "c", "d", "e"] for r in rounds)
+    assert len({tuple(r) for r in rounds}) > 1         # not one order every round
+    assert rounds == ab.round_orders(["a", "b", "c", "d", "e"], 7, 4)
+    assert ab.round_orders(["a", "b", "c", "d", "e"], 8, 4) != rounds
+    assert req.record()["order_seed"] == 7
+    plain = ab.AbRequest(None, plan, "host", arms, "hw", boots=2, host=True)
+    assert [(b, a.name) for b, a in plain.units()] == [
+        (b, n) for b in range(2) for n in "abcde"]

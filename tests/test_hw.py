@@ -248,6 +248,70 @@ def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
         hw.pick(hw.KIT_ARMS[:2], ["series", "lbstats"], None)
 
 
+def test_the_arms_run_in_the_order_given_and_the_first_is_the_reference():
+    arms, _ = hw.pick(hw.KIT_ARMS, ["swb-v7.3", "series", "swb-busy"], None)
+    assert [a.name for a in arms] == ["swb-v7.3", "series", "swb-busy"]
+    req = hw.request(arms, rounds=3, runs=1, seconds=5)
+    assert [a.name for a in req.arms] == ["swb-v7.3", "series", "swb-busy"]
+    states = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 1, a.before) for a in arms]
+    assert [(a, b) for a, b, _ in hwreport.pairs(states)][:2] == [
+        ("swb-v7.3", "series"), ("swb-v7.3", "swb-busy")]
+    present = [n.name for n in machine.KERNEL_NEEDS]
+    text = hw.plan_text(present, 5, 1, 30, ["lbstats", "series"])
+    assert text.index("  lbstats") < text.index("  series")
+
+
+def test_fewer_than_three_rounds_are_refused_but_in_the_rehearsal(monkeypatch, capsys):
+    from schedlab import cli
+    from schedlab.kit import rehearsal
+    monkeypatch.delenv(hw.REHEARSAL_ENV, raising=False)
+    monkeypatch.setattr(machine, "preflight", lambda: pytest.fail("checked the machine"))
+    for argv in (["hw", "--rounds", "2"], ["hw", "--plan", "--rounds", "1"]):
+        assert cli.main(argv) != 0
+        assert "at least 3 rounds" in capsys.readouterr().err
+    hw.check_rounds(3)
+    monkeypatch.setenv(hw.REHEARSAL_ENV, "1")
+    hw.check_rounds(1)
+    script = rehearsal.guest_script(rehearsal.RehearsalRequest(), Path("/b/.config"),
+                                    Path("/w/guest"))
+    assert f"{hw.REHEARSAL_ENV}=1" in script and "--rounds 1" in script
+
+
+def test_every_arm_writes_every_switch_its_own_value_over_the_posted_one():
+    present = [n.name for n in machine.KERNEL_NEEDS]
+    for arm in hw.KIT_ARMS:
+        knobs = hw.arm_knobs(arm, present)
+        assert [k for k, _ in knobs] == ["swb_state", "newidle_cost_pct", "features"], arm
+        values = dict(knobs)
+        assert sorted(f.removeprefix("NO_") for f in values["features"].split()) == \
+            ["SG_STATS_REUSE", "SIS_GROUP_IDLE"]
+        for k, v in arm.knobs:
+            assert (v in values[k].split()) if k == "features" else values[k] == v
+    assert dict(hw.arm_knobs(ARM["wake-tg"], present)) == {
+        "swb_state": "4", "newidle_cost_pct": "100",
+        "features": "SIS_GROUP_IDLE NO_SG_STATS_REUSE"}
+    # Only the switches this kernel has, beside the arm's own.
+    assert hw.arm_knobs(ARM["swb-v7.3"], ["swb_state"]) == (("swb_state", "0"),)
+    assert hw.arm_knobs(ARM["lbstats"], ["swb_state"]) == (("swb_state", "4"),
+                                                           ("features", "SG_STATS_REUSE"))
+
+
+def test_the_seed_of_an_unfinished_run_orders_the_run_that_resumes_it(tmp_path, monkeypatch):
+    from schedlab.measuring import resume
+    monkeypatch.setattr(hw.resmod, "results_dir", lambda label: tmp_path / label)
+    assert hw.order_seed(hw.MAIN, False, 11) == 11
+    record = resume.Record("ab", {"order_seed": 1234})
+    resume.write(tmp_path / "hw", record)
+    fresh = hw.order_seed(hw.MAIN, False, None)     # nothing finished: a new seed
+    assert isinstance(fresh, int)
+    record.finish("series", 0)
+    resume.write(tmp_path / "hw", record)
+    assert hw.order_seed(hw.MAIN, False, None) == 1234
+    assert hw.order_seed(hw.MAIN, False, 5) == 5
+    seeds = {hw.order_seed(hw.MAIN, True, None) for _ in range(4)}
+    assert 1234 not in seeds and len(seeds) > 1
+
+
 # ------------------------------------------------------------------ the report
 
 # What the kit rehearsal wrote (its plots left empty: the report only links them).
@@ -320,6 +384,8 @@ def _fake_kit(tmp_path, monkeypatch, behaviour):
 def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     import json
 
+    from schedlab.measuring import ab
+
     def interrupted(req):
         req.on_start()
         raise KeyboardInterrupt
@@ -328,22 +394,33 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     stale.mkdir(parents=True)
     (tmp_path / "results" / "hw" / "headline-series-vs-lbstats.md").write_text("old")
     with pytest.raises(KeyboardInterrupt):
-        hw.run(False, rounds=2, seconds=5, arm_names=["series", "lbstats"],
-               bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "2"])
+        hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
+               bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "3"], seed=7)
     # No tables after an interruption: they need every round pooled.
     assert [t for t, _ in asked] == [False]
     req = asked[0][1]
-    # The reference writes the series' state: no arm runs in another's leftover.
-    assert dict(req.arms[0].knobs) == {"swb_state": "4"}
+    # The reference writes every switch as the series posts it: no arm runs
+    # in another's leftover.
+    assert req.arms[0].knobs == (("swb_state", "4"), ("newidle_cost_pct", "100"),
+                                 ("features", "NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE"))
+    assert req.order_seed == 7
     record = json.loads((tmp_path / "hw" / hw.RUN_RECORD).read_text())
-    assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 2
-    assert record["machine"] == {"model": "test box"}
+    assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 3
+    assert record["machine"] == {"model": "test box"} and record["order_seed"] == 7
     results = tmp_path / "results" / "hw"
     text = (results / "report.md").read_text()
-    assert "test box" in text and "./schedlab hw --rounds 2" in text
-    assert "series: 2 run(s) not finished" in text
+    assert "test box" in text and "./schedlab hw --rounds 3" in text
+    assert "series: 3 run(s) not finished" in text
     assert "| series | the series, every experimental feature off: the reference | " \
-        "`echo 4 > /sys/kernel/debug/sched/swb_state` |" in text
+        "`echo 4 > /sys/kernel/debug/sched/swb_state`; " \
+        "`echo 100 > /sys/kernel/debug/sched/newidle_cost_pct`; " \
+        "`echo NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE > /sys/kernel/debug/sched/features` |" \
+        not in text     # several features are several writes
+    assert "`echo NO_SIS_GROUP_IDLE > /sys/kernel/debug/sched/features`; " \
+        "`echo NO_SG_STATS_REUSE > /sys/kernel/debug/sched/features` |" in text
+    orders = ab.round_orders(["series", "lbstats"], 7, 3)
+    assert "arm order: shuffled every round with seed 7 (" + "; ".join(
+        ", ".join(o) for o in orders) + ")" in text
     # An earlier run's tables are gone, not shown as this run's.
     assert not stale.exists() and not (results / "headline-series-vs-lbstats.md").exists()
     assert "old" not in text and text.count("Not compared yet") == 1
@@ -527,7 +604,7 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     main_report = tmp_path / "results" / "hw" / "report.md"
     main_report.parent.mkdir(parents=True)
     main_report.write_text("the benchmarks' report")
-    assert hw.run(False, rounds=2, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
+    assert hw.run(False, rounds=3, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
                   kind=hw.SHARE) == 0
     req = asked[0][1]
     # Only its probes: lb-share's programs on should_we_balance() would add

@@ -2,6 +2,7 @@
 machine against fake tools (tests/data/fakebin)."""
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -115,6 +116,25 @@ def test_a_feature_is_switched_for_the_plan_and_put_back(tmp_path):
     assert (out / "fake-0" / "workload.txt").read_text().startswith("SIS_GROUP_IDLE\n")
     assert (out / "knobs.txt").read_text() == "features=SIS_GROUP_IDLE\n"
     assert (knob_dir / "features").read_text() == "NO_SIS_GROUP_IDLE\n"   # as it was
+
+
+def test_several_features_are_each_checked_written_and_put_back(tmp_path):
+    # A write replaces the stand-in's text, so each feature is checked
+    # before any is written, and read back right after its own write.
+    plan, d, knob_dir = _fake_plan(tmp_path, [("features", "SIS_GROUP_IDLE NO_SG_STATS_REUSE")])
+    (knob_dir / "features").write_text("NO_SIS_GROUP_IDLE SG_STATS_REUSE\n")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "knobs.txt").read_text() == \
+        "features=SIS_GROUP_IDLE\nfeatures=NO_SG_STATS_REUSE\n"
+    # Put back in order: the stand-in keeps the last write, SG_STATS_REUSE's.
+    assert (knob_dir / "features").read_text() == "SG_STATS_REUSE\n"
+    (knob_dir / "features").write_text("NO_SIS_GROUP_IDLE\n")      # one of the two missing
+    shutil.rmtree(out)
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 3 and "SG_STATS_REUSE is not a feature" in \
+        (out / "knob-error.txt").read_text()
+    assert (knob_dir / "features").read_text() == "NO_SIS_GROUP_IDLE\n"    # nothing written
 
 
 def test_a_choice_knob_is_restored_to_the_choice_in_force(tmp_path):

@@ -30,17 +30,23 @@ def cmd_hw(args: argparse.Namespace) -> int:
             tuple(bench or rehearsal.BENCH),
             args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
             rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
+            seed=args.seed,
             timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
         given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
                                 ("--arm", args.arm), ("--bench", args.bench),
-                                ("--runs", args.runs != 1), ("--c2c", args.c2c)) if v]
+                                ("--runs", args.runs != 1), ("--c2c", args.c2c),
+                                ("--seed", args.seed is not None)) if v]
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
         return kitproof.run(tree_spec(args), args.fresh, code_only=args.code_only)
+    if args.seed is not None and (args.plan or args.report or args.check):
+        raise LabError("hw --seed orders the arms of a run; --plan, --report and --check "
+                       "run none")
     args.rounds = args.rounds or 5
+    hw.check_rounds(args.rounds)
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs,
@@ -49,7 +55,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.report:
         return hw.report_again(not args.no_plots, kind)
     return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kind)
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kind, args.seed)
 
 
 def add_hw(sub: Sub) -> None:
@@ -86,13 +92,17 @@ def add_hw(sub: Sub) -> None:
     add_topology(p, "smt8")
     add_tree_opts(p)
     p.add_argument("--rounds", type=positive_int, default=None,
-                   help="rounds of all arms, interleaved (default 5; 1 with --rehearse)")
+                   help=f"rounds of all arms, each arm once a round (default 5, at least "
+                        f"{hw.MIN_ROUNDS}; 1 with --rehearse)")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="the seed that shuffles the arms' order every round (default: a new "
+                        "one, or the one of the run this resumes; the report names it)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=None,
                    help="duration of timed workloads (default 30; 3 with --rehearse, 10 with "
                         "--rehearse --lb-share)")
     p.add_argument("--arm", action="append", metavar="NAME",
-                   help="only these arms (repeatable; the first is the reference): "
+                   help="only these arms (repeatable; the first given is the reference): "
                         + ", ".join(a.name for a in hw.KIT_ARMS))
     p.add_argument("--bench", metavar="LIST",
                    help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))

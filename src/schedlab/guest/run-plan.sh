@@ -70,21 +70,25 @@ if [ -s "$PLAN/knobs.txt" ]; then
 			exit 3
 		fi
 		if [ "$name" = features ]; then
-			# One feature, NAME or NO_NAME: it must then be listed so, and
-			# it is put back as it was.
-			feature=${value#NO_}
-			if ! grep -qE "(^| )(NO_)?$feature( |\$)" "$f"; then
-				echo "features: $feature is not a feature of this kernel" > "$OUT/knob-error.txt"
-				exit 3
-			fi
-			KNOBS_SET+=("$f")
-			if grep -qE "(^| )NO_$feature( |\$)" "$f"; then KNOBS_OLD+=("NO_$feature")
-			else KNOBS_OLD+=("$feature"); fi
-			if ! echo "$value" > "$f" 2>/dev/null || ! grep -qE "(^| )$value( |\$)" "$f"; then
-				echo "features: writing $value did not take" > "$OUT/knob-error.txt"
-				exit 3
-			fi
-			echo "features=$value" >> "$OUT/knobs.txt"
+			# Features, each NAME or NO_NAME: all must be listed so before
+			# any is written; each is put back as it was.
+			for v in $value; do
+				feature=${v#NO_}
+				if ! grep -qE "(^| )(NO_)?$feature( |\$)" "$f"; then
+					echo "features: $feature is not a feature of this kernel" > "$OUT/knob-error.txt"
+					exit 3
+				fi
+				KNOBS_SET+=("$f")
+				if grep -qE "(^| )NO_$feature( |\$)" "$f"; then KNOBS_OLD+=("NO_$feature")
+				else KNOBS_OLD+=("$feature"); fi
+			done
+			for v in $value; do
+				if ! echo "$v" > "$f" 2>/dev/null || ! grep -qE "(^| )$v( |\$)" "$f"; then
+					echo "features: writing $v did not take" > "$OUT/knob-error.txt"
+					exit 3
+				fi
+				echo "features=$v" >> "$OUT/knobs.txt"
+			done
 			continue
 		fi
 		# A choice (cgroup_mode) reads as every choice with the one in

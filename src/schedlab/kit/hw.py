@@ -8,6 +8,8 @@ runs as an 'ab' request, the report; what the machine has is machine.py's.
 from __future__ import annotations
 
 import json
+import os
+import random
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from schedlab.kit import hwreport, machine
 from schedlab.measuring import ab, measure
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import results as resmod
+from schedlab.measuring import resume
 
 
 @dataclass(frozen=True)
@@ -32,9 +35,10 @@ class KitArm:
     before: str = ""    # the arm of the patch before this one: the patch's own effect
 
 
-# Interleaved in this order, round after round: the reference, its repeat,
-# the should_we_balance() topic's states before the series' (the kit's
+# The arms by default, the first the reference: its repeat, the
+# should_we_balance() topic's states before the series' (the kit's
 # swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
+# Every round runs each arm once, in an order shuffled anew each round.
 KIT_ARMS = (
     KitArm("series", "the series, every experimental feature off: the reference",
            before="swb-one-core"),
@@ -63,6 +67,22 @@ KIT_ARMS = (
 # --c2c: its sampling of every CPU's loads, and perf's own thread, change
 # what the other numbers measure, so it is a pass of its own.
 PROBES = "swb,lb,latency,latency-lb,cycles"
+
+# Every switch of the kit's kernel (a machine.KernelNeed name), the file
+# under /sys/kernel/debug/sched/ that sets it and its value in the series as
+# posted.  Each arm writes every switch this kernel has, its own values over
+# these, so that no arm runs in a state another arm, or the user, left.
+SWITCHES: Tuple[Tuple[str, str, str], ...] = (
+    ("swb_state", "swb_state", "4"),
+    ("newidle_cost_pct", "newidle_cost_pct", "100"),
+    ("SIS_GROUP_IDLE", "features", "NO_SIS_GROUP_IDLE"),
+    ("SG_STATS_REUSE", "features", "NO_SG_STATS_REUSE"),
+)
+# A comparison needs a spread: fewer rounds are refused, except in the
+# rehearsal's guest (it sets REHEARSAL_ENV), which checks the kit, not the
+# series.
+MIN_ROUNDS = 3
+REHEARSAL_ENV = "SCHEDLAB_REHEARSAL"
 C2C_PROBE = "c2c"
 PREFIX = "hw"
 
@@ -145,11 +165,13 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     bench = list(bench or kind.bench)
     ok, missing = arms_here(present)
     if names:
-        ok = [a for a in ok if a.name in names]
-        missing = [a for a in missing if a.name in names]
+        order = {n: i for i, n in enumerate(names)}
+        ok = sorted((a for a in ok if a.name in order), key=lambda a: order[a.name])
+        missing = [a for a in missing if a.name in order]
     lines = [] if present else ["this kernel has none of the series' knobs and features: "
                                 "booted into the series, the kit would run"]
-    lines.append("arms, interleaved in this order every round:")
+    lines.append("arms, each once a round in an order shuffled every round; the first is "
+                 "the reference:")
     lines += [f"  {a.name:14} {a.what}" for a in ok]
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
     lines.append("benchmarks: " + ", ".join(bench))
@@ -192,27 +214,28 @@ def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]
 
 def pick(arms: Sequence[KitArm], names: Optional[Sequence[str]],
          bench: Optional[Sequence[str]]) -> Tuple[List[KitArm], List[str]]:
-    """The arms and benchmarks asked for (all by default); unknown names refused."""
+    """The arms and benchmarks asked for (all by default), the arms in the
+    order given: the first is the reference; unknown names refused."""
     refuse_unknown(names, bench)
     if names:
         missing = [n for n in names if n not in {a.name for a in arms}]
         if missing:
             raise LabError(f"hw: this kernel cannot run the arm(s) {', '.join(missing)}")
-        arms = [a for a in arms if a.name in names]
+        byname = {a.name: a for a in arms}
+        arms = [byname[n] for n in dict.fromkeys(names)]
     if len(arms) < 2:
         raise LabError("hw: at least two arms: the reference and one to compare with it")
     return list(arms), list(bench or BENCHMARKS)
 
 
 def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh: bool = False,
-            bench: Optional[Sequence[str]] = None, plots: bool = True, swb: bool = False,
-            on_start: Optional[Callable[[], None]] = None, c2c: bool = False,
-            kind: Pass = MAIN):
+            bench: Optional[Sequence[str]] = None, plots: bool = True,
+            present: Sequence[str] = (), on_start: Optional[Callable[[], None]] = None,
+            c2c: bool = False, kind: Pass = MAIN, order_seed: Optional[int] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
-    round, rounds for boots, the arms' debugfs writes as knobs; with SWB
-    (the kernel has the kit's switch) every arm without a state of its own
-    writes the series' state, 4, so that none runs in the state another
-    arm left behind."""
+    round, in an order shuffled with ORDER_SEED (None: as given), rounds for
+    boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
+    KernelNeeds this kernel has, arm_knobs())."""
     bench = list(bench or kind.bench)
     if kind is MAIN and "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
@@ -220,19 +243,51 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
                              runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
-                        arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, swb)) for a in arms),
+                        arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, present))
+                                   for a in arms),
                         prefix=kind.prefix, boots=rounds, fresh=fresh, host=True,
                         timeout=3600, pairs=patch_pairs(arms), plots=plots,
-                        on_start=on_start)
+                        on_start=on_start, order_seed=order_seed)
 
 
-SERIES_SWB_STATE = "4"
+def arm_knobs(arm: KitArm, present: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
+    """ARM's writes: its own, and every other switch in PRESENT (SWITCHES'
+    names) as the series posts it; the features in one write of several
+    words (guest/run-plan.sh writes each)."""
+    own = dict(arm.knobs)
+    mine = {v.removeprefix("NO_"): v for k, v in arm.knobs if k == "features"}
+    knobs: List[Tuple[str, str]] = []
+    features: List[str] = []
+    for need, knob, value in SWITCHES:
+        if knob == "features":
+            if need in mine or need in present:
+                features.append(mine.get(need, value))
+        elif knob in own or need in present:
+            knobs.append((knob, own.get(knob, value)))
+    return tuple(knobs) + ((("features", " ".join(features)),) if features else ())
 
 
-def arm_knobs(arm: KitArm, swb: bool) -> Tuple[Tuple[str, str], ...]:
-    if swb and "swb_state" not in dict(arm.knobs):
-        return (("swb_state", SERIES_SWB_STATE),) + arm.knobs
-    return arm.knobs
+def check_rounds(rounds: int) -> None:
+    """Refuse fewer than MIN_ROUNDS rounds, but in the rehearsal's guest."""
+    if rounds < MIN_ROUNDS and not os.environ.get(REHEARSAL_ENV):
+        raise LabError(f"hw: --rounds {rounds}: a comparison needs at least {MIN_ROUNDS} "
+                       "rounds (each arm's spread comes from them)")
+
+
+def order_seed(kind: "Pass", fresh: bool, given: Optional[int]) -> int:
+    """The seed that shuffles the arms each round: GIVEN, else the one of
+    KIND's unfinished run that this run resumes, else a new one."""
+    if given is not None:
+        return given
+    if not fresh:
+        try:
+            old = resume.read(resmod.results_dir(kind.prefix))
+        except LabError:
+            old = None
+        seed = old.request.get("order_seed") if old and old.finished else None
+        if isinstance(seed, int):
+            return seed
+    return random.SystemRandom().randrange(1 << 32)
 
 
 def patch_pairs(arms: Sequence[KitArm]) -> Tuple[Tuple[str, str], ...]:
@@ -246,11 +301,11 @@ RUN_RECORD = "run.json"
 
 
 def _arm_states(arms: Sequence[KitArm], rounds: int, runs: int, bench: Sequence[str],
-                swb: bool = False, kind: Pass = MAIN):
-    """The arms as the report shows them: the writes they made (with SWB the
-    series' state too), their runs finished of those planned."""
+                present: Sequence[str] = (), kind: Pass = MAIN):
+    """The arms as the report shows them: the writes they made (every switch
+    of PRESENT), their runs finished of those planned."""
     planned = rounds * runs * len(bench)
-    return [hwreport.ArmState(a.name, a.what, arm_knobs(a, swb),
+    return [hwreport.ArmState(a.name, a.what, arm_knobs(a, present),
                               hwreport.runs_done(resmod.results_dir(f"{kind.prefix}-{a.name}")),
                               planned, a.before) for a in arms]
 
@@ -267,8 +322,8 @@ def report(record: dict, tables: bool = True) -> Path:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
                            bench=bench, plots=record.get("plots", True),
-                           swb=record.get("swb", False), c2c=record.get("c2c", False),
-                           kind=kind),
+                           present=record.get("switches", ()), c2c=record.get("c2c", False),
+                           kind=kind, order_seed=record.get("order_seed")),
                    tables_only=True)
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
@@ -276,15 +331,28 @@ def report(record: dict, tables: bool = True) -> Path:
     folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
     path = hwreport.write(resmod.results_dir(kind.prefix), box,
                           _arm_states(arms, record["rounds"], record["runs"], bench,
-                                      record.get("swb", False), kind),
+                                      record.get("switches", ()), kind),
                           record["argv"], record.get("missing", ()),
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
-                          | {"benchmarks": ", ".join(bench)},
+                          | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few "
+                              "for a comparison)"} if record["rounds"] < MIN_ROUNDS else {})
+                          | {"benchmarks": ", ".join(bench)}
+                          | _order_setting(record, [a.name for a in arms]),
                           hwreport.probes_missing(folders), kind.about,
                           hwreport.run_notes(folders))
     say(f"hw: the report: {path}")
     return path
+
+
+def _order_setting(record: dict, names: Sequence[str]) -> Dict[str, str]:
+    """The report's line on the arms' order: the seed and each round's."""
+    seed = record.get("order_seed")
+    if seed is None:
+        return {"arm order": "as given, every round"}
+    rounds = ab.round_orders(names, seed, record["rounds"])
+    return {"arm order": f"shuffled every round with seed {seed} ("
+            + "; ".join(", ".join(r) for r in rounds) + ")"}
 
 
 def _clear_tables(folder: Path) -> None:
@@ -316,8 +384,10 @@ def report_again(plots: bool = True, kind: Pass = MAIN) -> int:
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
         bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
-        plots: bool = True, c2c: bool = False, kind: Pass = MAIN) -> int:
+        plots: bool = True, c2c: bool = False, kind: Pass = MAIN,
+        seed: Optional[int] = None) -> int:
     """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
+    check_rounds(rounds)
     pf = machine.preflight()
     say("hw: what the kit needs here")
     say(pf.text())
@@ -338,7 +408,6 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
     present = machine.kernel_pieces(machine.DEBUG_SCHED)
     here, cannot = arms_here(present)
     arms, bench = pick(here, arm_names or default_arms(kind, here), bench or kind.bench)
-    swb = "swb_state" in present
     record: Dict[str, Any] = {}
     started: List[bool] = []
 
@@ -348,17 +417,21 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         _clear_tables(resmod.results_dir(kind.prefix))
         started.append(True)
 
-    req = request(arms, rounds, runs, seconds, fresh, bench, plots, swb, begin, c2c, kind)
+    seed = order_seed(kind, fresh, seed)
+    req = request(arms, rounds, runs, seconds, fresh, bench, plots, present, begin, c2c, kind,
+                  seed)
     bench = [w.name for w in req.plan.workloads]
     record.update({"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
                    "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
-                   "plots": plots, "swb": swb, "c2c": c2c, "machine": box,
+                   "plots": plots, "switches": list(present), "c2c": c2c, "machine": box,
+                   "order_seed": seed,
                    "pass": kind.name,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in machine.TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})
-    say(f"hw: arms {', '.join(a.name for a in arms)}; benchmarks {', '.join(bench)}; "
-        f"{rounds} round(s)")
+    say(f"hw: arms {', '.join(a.name for a in arms)} (the first is the reference); "
+        f"benchmarks {', '.join(bench)}; {rounds} round(s), the arms shuffled every round "
+        f"with seed {seed} (--seed {seed} repeats the order)")
     try:
         return ab.run(req)
     finally:

@@ -89,7 +89,9 @@ def arms_section(arms: Sequence[ArmState]) -> List[str]:
     out = ["| arm | what | writes before its runs | runs finished |",
            "|---|---|---|---:|"]
     for a in arms:
-        writes = "; ".join(f"`echo {v} > /sys/kernel/debug/sched/{k}`" for k, v in a.knobs)
+        # Features are written one at a time (guest/run-plan.sh).
+        writes = "; ".join(f"`echo {w} > /sys/kernel/debug/sched/{k}`" for k, v in a.knobs
+                           for w in (v.split() if k == "features" else [v]))
         out.append(f"| {a.name} | {a.what} | {writes or 'none'} | {a.done} of {a.planned} |")
     return out
 

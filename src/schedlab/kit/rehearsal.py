@@ -12,7 +12,7 @@ import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from schedlab.core import topology as topomod
 from schedlab.core import vm
@@ -53,6 +53,7 @@ class RehearsalRequest:
     runs: int = 1
     c2c: bool = False
     share: bool = False         # the kit's --lb-share pass
+    seed: Optional[int] = None  # the arms' order (hw --seed); None: the kit picks one
     timeout: float = 5400
     memory: int = 4096
 
@@ -78,19 +79,20 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     """What the guest runs: the kit as a user runs it, then what is left."""
     # --fresh: the guest's results folder is the host's, kept between
     # rehearsals; each rehearsal is a new boot and measures everything again.
-    hw = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
+    cmd = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
           "--runs", str(req.runs), "--seconds", str(req.seconds),
           "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
-              ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else [])
+              ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else []) + (
+              ["--seed", str(req.seed)] if req.seed is not None else [])
     for a in req.arms:
-        hw += ["--arm", a]
+        cmd += ["--arm", a]
     left = "|".join(LEFTOVERS)
     return " && ".join([
         f"cd {shlex.quote(str(repo_dir()))}",
         f"export SCHEDLAB_WORK={shlex.quote(str(out))} PYTHONPATH=src "
-        f"SCHEDLAB_KERNEL_CONFIG={shlex.quote(str(config))}",
+        f"SCHEDLAB_KERNEL_CONFIG={shlex.quote(str(config))} {hw.REHEARSAL_ENV}=1",
         # Everything below runs whatever the kit did.
-        "{ " + shlex.join(hw) + f"; echo {MARK} hw-rc=$?; "
+        "{ " + shlex.join(cmd) + f"; echo {MARK} hw-rc=$?; "
         f"echo {MARK} swb_state=$(cat /sys/kernel/debug/sched/swb_state 2>&1); "
         f"echo {MARK} left=$(pgrep -f -d, '{left}' || true); }}",
     ])

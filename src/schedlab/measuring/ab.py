@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -120,6 +121,9 @@ class AbRequest:
     # Called once the request is accepted (resume, builds), before the first
     # boot: hw.py records its run there, not for a request that is refused.
     on_start: Optional[Callable[[], None]] = field(default=None, compare=False)
+    # The arms of each boot in an order shuffled with this seed (round_orders());
+    # None: in the order given.
+    order_seed: Optional[int] = None
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -136,19 +140,41 @@ class AbRequest:
                 **resume.plan_fields(self.plan),
                 "arms": [[a.name, a.variant, dict(a.knobs)] for a in self.arms],
                 "topology": self.topology, "boots": self.boots, "online": self.online,
-                "arch": self.arch or "x86_64"}
+                "arch": self.arch or "x86_64", "order_seed": self.order_seed}
+
+    def units(self) -> List[Tuple[int, Arm]]:
+        """(boot, arm) in the order they are measured."""
+        names = [a.name for a in self.arms]
+        byname = {a.name: a for a in self.arms}
+        if self.order_seed is None:
+            return [(boot, arm) for boot in range(self.boots) for arm in self.arms]
+        return [(boot, byname[n])
+                for boot, order in enumerate(round_orders(names, self.order_seed, self.boots))
+                for n in order]
+
+
+def round_orders(names: Sequence[str], seed: int, rounds: int) -> List[List[str]]:
+    """The arms' order in each of ROUNDS rounds, shuffled with SEED: the
+    same seed gives the same orders, so a resumed run keeps them."""
+    out = []
+    for r in range(rounds):
+        order = list(names)
+        random.Random(f"{seed}:{r}").shuffle(order)
+        out.append(order)
+    return out
 
 
 def _pinned_latency_tool(plan: Plan, label: str) -> Plan:
-    """The same latency tool on every arm: auto's choice depends on how fast
-    bcc starts, i.e. on the machine's load at the time."""
+    """The same latency tool on every arm, the one the first arm measured
+    (LABEL) used: auto's choice depends on how fast bcc starts, i.e. on the
+    machine's load at the time."""
     try:
         used = tablemod.setting(tablemod.load_runs(resmod.results_dir(label)), "latency_tool")
     except LabError:
         return plan
     tool = json.loads(next(iter(used))) if len(used) == 1 else None
     if tool in probemod.LATENCY_TOOLS[1:] and tool != plan.latency_tool:
-        say(f"  the next measurements use the latency tool base used: {tool}")
+        say(f"  the next measurements use the latency tool {label} used: {tool}")
         return plan.with_(latency_tool=tool)
     return plan
 
@@ -241,7 +267,7 @@ def _measure(req: AbRequest, st: Report) -> None:
     if not record.finished:
         for a in arms:
             _clear(resmod.results_dir(req.label(a)))
-    units = [(boot, arm) for boot in range(req.boots) for arm in arms]
+    units = req.units()
     kept = {(arm.name, boot) for boot, arm in units if record.done(arm.name, boot)
             and _complete(resmod.results_dir(req.boot_label(arm, boot)), keys[arm.name], plan)}
     lost = [f"{n} boot {b + 1}" for n, b in record.finished if (n, b) not in kept]
@@ -274,7 +300,7 @@ def _measure(req: AbRequest, st: Report) -> None:
             else:
                 say(f"  {arm.name}, boot {boot + 1}: incomplete runs: the same command "
                     "measures this boot again")
-        if arm is arms[0] and req.plan.latency_tool == "auto":
+        if plan.latency_tool == "auto":
             plan = _pinned_latency_tool(plan, label)
     if req.boots > 1:
         for arm in arms:
