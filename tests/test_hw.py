@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 from schedlab.core.util import LabError
+from schedlab.kit import arms as armmod
 from schedlab.kit import hw, hwreport, machine
 
-ARM = {a.name: a for a in hw.KIT_ARMS}
+ARM = {a.name: a for a in armmod.KIT_ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in machine.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
 
 
@@ -165,7 +166,7 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
     d = _debugfs(tmp_path, "NO_SG_STATS_REUSE GENTLE_FAIR_SLEEPERS\n", knobs=())
     present = machine.kernel_pieces(d)
     assert present == ["SG_STATS_REUSE"]
-    ok, missing = hw.arms_here(present)
+    ok, missing = armmod.arms_here(present)
     assert [a.name for a in ok] == ["series", "series-again", "lbstats"]
     assert {a.needs for a in missing} == {"swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE"}
     assert machine.kernel_pieces(tmp_path / "absent") == []
@@ -174,7 +175,7 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     text = hw.plan_text(["swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"],
                         5, 1, 30)
-    for a in hw.KIT_ARMS:
+    for a in armmod.KIT_ARMS:
         assert a.name in text
     assert "NOT HERE" not in text and "none of the series" not in text
     assert "9 arms x 5 rounds" in text and " h" in text
@@ -192,7 +193,7 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
 
 
 def test_the_runs_are_an_ab_request_on_this_machine():
-    req = hw.request(hw.KIT_ARMS[:2], rounds=3, runs=2, seconds=20)
+    req = hw.request(armmod.KIT_ARMS[:2], rounds=3, runs=2, seconds=20)
     assert req.host and req.tree is None and req.boots == 3
     assert [a.name for a in req.arms] == ["series", "series-again"]
     assert {a.variant for a in req.arms} == {"host"}
@@ -218,7 +219,7 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
     monkeypatch.setattr(measuremod, "measure_host",
                         lambda label, plan, setting, timeout, key="":
                         calls.append((label, dict(plan.knobs))) or [])
-    arms = (hw.KIT_ARMS[0], ARM["lbstats"])
+    arms = (armmod.KIT_ARMS[0], ARM["lbstats"])
     ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Report("ab"))
     assert calls == [("hw-series/boot-0", {}),
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
@@ -237,19 +238,19 @@ def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch)
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
     from schedlab.core.util import LabError
-    arms, bench = hw.pick(hw.KIT_ARMS, ["series", "lbstats"], ["stress-100"])
+    arms, bench = hw.pick(armmod.KIT_ARMS, ["series", "lbstats"], ["stress-100"])
     assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
-    assert hw.pick(hw.KIT_ARMS, None, None) == (list(hw.KIT_ARMS), list(hw.BENCHMARKS))
+    assert hw.pick(armmod.KIT_ARMS, None, None) == (list(armmod.KIT_ARMS), list(hw.BENCHMARKS))
     for names, bench in ((["nope", "series"], None), (["series"], None),
                          (["series", "lbstats"], ["nope"])):
         with pytest.raises(LabError):
-            hw.pick(hw.KIT_ARMS, names, bench)
+            hw.pick(armmod.KIT_ARMS, names, bench)
     with pytest.raises(LabError, match="cannot run"):
-        hw.pick(hw.KIT_ARMS[:2], ["series", "lbstats"], None)
+        hw.pick(armmod.KIT_ARMS[:2], ["series", "lbstats"], None)
 
 
 def test_the_arms_run_in_the_order_given_and_the_first_is_the_reference():
-    arms, _ = hw.pick(hw.KIT_ARMS, ["swb-v7.3", "series", "swb-busy"], None)
+    arms, _ = hw.pick(armmod.KIT_ARMS, ["swb-v7.3", "series", "swb-busy"], None)
     assert [a.name for a in arms] == ["swb-v7.3", "series", "swb-busy"]
     req = hw.request(arms, rounds=3, runs=1, seconds=5)
     assert [a.name for a in req.arms] == ["swb-v7.3", "series", "swb-busy"]
@@ -264,35 +265,35 @@ def test_the_arms_run_in_the_order_given_and_the_first_is_the_reference():
 def test_fewer_than_three_rounds_are_refused_but_in_the_rehearsal(monkeypatch, capsys):
     from schedlab import cli
     from schedlab.kit import rehearsal
-    monkeypatch.delenv(hw.REHEARSAL_ENV, raising=False)
+    monkeypatch.delenv(armmod.REHEARSAL_ENV, raising=False)
     monkeypatch.setattr(machine, "preflight", lambda: pytest.fail("checked the machine"))
     for argv in (["hw", "--rounds", "2"], ["hw", "--plan", "--rounds", "1"]):
         assert cli.main(argv) != 0
         assert "at least 3 rounds" in capsys.readouterr().err
-    hw.check_rounds(3)
-    monkeypatch.setenv(hw.REHEARSAL_ENV, "1")
-    hw.check_rounds(1)
+    armmod.check_rounds(3)
+    monkeypatch.setenv(armmod.REHEARSAL_ENV, "1")
+    armmod.check_rounds(1)
     script = rehearsal.guest_script(rehearsal.RehearsalRequest(), Path("/b/.config"),
                                     Path("/w/guest"))
-    assert f"{hw.REHEARSAL_ENV}=1" in script and "--rounds 1" in script
+    assert f"{armmod.REHEARSAL_ENV}=1" in script and "--rounds 1" in script
 
 
 def test_every_arm_writes_every_switch_its_own_value_over_the_posted_one():
     present = [n.name for n in machine.KERNEL_NEEDS]
-    for arm in hw.KIT_ARMS:
-        knobs = hw.arm_knobs(arm, present)
+    for arm in armmod.KIT_ARMS:
+        knobs = armmod.arm_knobs(arm, present)
         assert [k for k, _ in knobs] == ["swb_state", "newidle_cost_pct", "features"], arm
         values = dict(knobs)
         assert sorted(f.removeprefix("NO_") for f in values["features"].split()) == \
             ["SG_STATS_REUSE", "SIS_GROUP_IDLE"]
         for k, v in arm.knobs:
             assert (v in values[k].split()) if k == "features" else values[k] == v
-    assert dict(hw.arm_knobs(ARM["wake-tg"], present)) == {
+    assert dict(armmod.arm_knobs(ARM["wake-tg"], present)) == {
         "swb_state": "4", "newidle_cost_pct": "100",
         "features": "SIS_GROUP_IDLE NO_SG_STATS_REUSE"}
     # Only the switches this kernel has, beside the arm's own.
-    assert hw.arm_knobs(ARM["swb-v7.3"], ["swb_state"]) == (("swb_state", "0"),)
-    assert hw.arm_knobs(ARM["lbstats"], ["swb_state"]) == (("swb_state", "4"),
+    assert armmod.arm_knobs(ARM["swb-v7.3"], ["swb_state"]) == (("swb_state", "0"),)
+    assert armmod.arm_knobs(ARM["lbstats"], ["swb_state"]) == (("swb_state", "4"),
                                                            ("features", "SG_STATS_REUSE"))
 
 
@@ -326,7 +327,7 @@ def _rehearsal_report(tmp_path):
     results = tmp_path / "hw"
     shutil.copytree(REHEARSAL / "hw", results)
     machine = json.loads((REHEARSAL / "machine.json").read_text())
-    arms = [hwreport.ArmState("series", hw.KIT_ARMS[0].what, (), 2, 2),
+    arms = [hwreport.ArmState("series", armmod.KIT_ARMS[0].what, (), 2, 2),
             hwreport.ArmState("lbstats", ARM["lbstats"].what, ARM["lbstats"].knobs, 1, 2)]
     path = hwreport.write(results, machine, arms,
                           ["./schedlab", "hw", "--arm", "series", "--arm", "lbstats"],
@@ -360,7 +361,7 @@ def test_the_report_says_what_is_not_in_it(tmp_path):
 
 def test_a_report_before_any_comparison_says_so(tmp_path):
     from schedlab.kit import hwreport
-    arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in hw.KIT_ARMS[:3]]
+    arms = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 5) for a in armmod.KIT_ARMS[:3]]
     text = hwreport.write(tmp_path / "hw", {}, arms, ["./schedlab", "hw"]).read_text()
     assert text.count("Not compared yet") == 2
     assert "No record of the machine" in text
@@ -464,14 +465,14 @@ def test_report_again_needs_a_run(tmp_path, monkeypatch):
 def test_the_swb_arms_walk_the_topic_patch_by_patch():
     from schedlab.series import patchset as series_mod
     from schedlab.series import topics
-    swb = [a for a in hw.KIT_ARMS if a.needs == "swb_state"]
+    swb = [a for a in armmod.KIT_ARMS if a.needs == "swb_state"]
     # v7.3 (state 0), then the topic up to each of its patches but the last,
     # which is the whole series: the reference arm.
     count = len(topics.get_topic("swb").patches(series_mod.read_series()))
     assert count >= 2
     assert [dict(a.knobs)["swb_state"] for a in swb] == [str(i) for i in range(count)]
     # The series' own state (4) is the reference's: it writes nothing.
-    assert hw.KIT_ARMS[0].knobs == () and "swb_state" in {n.name for n in machine.KERNEL_NEEDS}
+    assert armmod.KIT_ARMS[0].knobs == () and "swb_state" in {n.name for n in machine.KERNEL_NEEDS}
     from schedlab.measuring import plan as planmod
     assert planmod.parse_knobs(["swb_state=0"]) == {"swb_state": "0"}
 
@@ -512,13 +513,13 @@ def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
 
 def test_each_swb_state_is_also_compared_with_the_state_before():
     from schedlab.kit import hwreport
-    arms = list(hw.KIT_ARMS)
-    assert hw.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
+    arms = list(armmod.KIT_ARMS)
+    assert armmod.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
                                     ("swb-busy", "swb-one-cpu"),
                                     ("swb-one-cpu", "swb-one-core"))
-    assert hw.request(arms, 1, 1, 5).pairs == hw.patch_pairs(arms)
+    assert hw.request(arms, 1, 1, 5).pairs == armmod.patch_pairs(arms)
     # Without the state before, no such pair.
-    assert hw.patch_pairs([ARM["series"], ARM["swb-busy"]]) == ()
+    assert armmod.patch_pairs([ARM["series"], ARM["swb-busy"]]) == ()
     states = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 1, a.before) for a in arms]
     titles = [t for _, _, t in hwreport.pairs(states)]
     assert "swb-busy against series" in titles
@@ -543,7 +544,7 @@ def test_ab_compares_the_extra_pairs_too(tmp_path, monkeypatch):
 
 def test_a_rehearsal_leaves_the_plots_to_the_host(tmp_path, monkeypatch):
     from schedlab.measuring import ab
-    assert hw.request(hw.KIT_ARMS[:2], 1, 1, 5, plots=False).plots is False
+    assert hw.request(armmod.KIT_ARMS[:2], 1, 1, 5, plots=False).plots is False
     seen = []
     monkeypatch.setattr(ab, "_pair_tables",
                         lambda out, tag, a, b, plots: seen.append(plots) or ("", out / "x"))
@@ -628,6 +629,6 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
 
 
 def test_the_lb_share_pass_without_the_feature_repeats_the_reference():
-    here = [a for a in hw.KIT_ARMS if a.name != "lbstats"]
+    here = [a for a in armmod.KIT_ARMS if a.name != "lbstats"]
     assert hw.default_arms(hw.SHARE, here) == ["series", "series-again"]
     assert hw.default_arms(hw.MAIN, here) is None

@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from schedlab.kit import arms as armmod
 from schedlab.kit import rehearsal
 
 REQ = rehearsal.RehearsalRequest()
@@ -79,8 +80,7 @@ def test_the_switch_must_take_effect(tmp_path):
 
 
 def test_the_stage_runs_every_arm_of_the_kit():
-    from schedlab.kit import hw
-    assert rehearsal.every_arm() == tuple(a.name for a in hw.KIT_ARMS)
+    assert rehearsal.every_arm() == tuple(a.name for a in armmod.KIT_ARMS)
     assert set(rehearsal.SWITCH_PAIR) <= set(rehearsal.every_arm())
 
 

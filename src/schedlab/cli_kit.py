@@ -7,6 +7,7 @@ import sys
 
 from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
 from schedlab.core.util import LabError, say
+from schedlab.kit import arms as armmod
 from schedlab.kit import hw, kitproof, machine, rehearsal
 
 
@@ -24,7 +25,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
         arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.REHEARSAL_ARMS)
-        hw.pick(hw.KIT_ARMS, arms, bench)   # refused before a build
+        hw.pick(armmod.KIT_ARMS, arms, bench)   # refused before a build
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(arms),
             tuple(bench or rehearsal.BENCH),
@@ -46,7 +47,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         raise LabError("hw --seed orders the arms of a run; --plan, --report and --check "
                        "run none")
     args.rounds = args.rounds or 5
-    hw.check_rounds(args.rounds)
+    armmod.check_rounds(args.rounds)
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs,
@@ -93,7 +94,7 @@ def add_hw(sub: Sub) -> None:
     add_tree_opts(p)
     p.add_argument("--rounds", type=positive_int, default=None,
                    help=f"rounds of all arms, each arm once a round (default 5, at least "
-                        f"{hw.MIN_ROUNDS}; 1 with --rehearse)")
+                        f"{armmod.MIN_ROUNDS}; 1 with --rehearse)")
     p.add_argument("--seed", type=int, default=None, metavar="N",
                    help="the seed that shuffles the arms' order every round (default: a new "
                         "one, or the one of the run this resumes; the report names it)")
@@ -103,7 +104,7 @@ def add_hw(sub: Sub) -> None:
                         "--rehearse --lb-share)")
     p.add_argument("--arm", action="append", metavar="NAME",
                    help="only these arms (repeatable; the first given is the reference): "
-                        + ", ".join(a.name for a in hw.KIT_ARMS))
+                        + ", ".join(a.name for a in armmod.KIT_ARMS))
     p.add_argument("--bench", metavar="LIST",
                    help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))
     p.add_argument("--fresh", action="store_true",

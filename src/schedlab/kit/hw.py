@@ -1,14 +1,13 @@
 """The hardware kit: `./schedlab hw`, run as root on an SMT machine booted
 into a kernel with the series and the measurement series.
 
-The arms (states of the running kernel), the passes, the plan and the
-runs as an 'ab' request, the report; what the machine has is machine.py's.
+The passes, the plan and the runs as an 'ab' request, the report; the
+arms are arms.py's, what the machine has is machine.py's.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 from dataclasses import asdict, dataclass
@@ -17,48 +16,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
 from schedlab.kit import hwreport, machine
+from schedlab.kit.arms import (KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here,
+                                 check_rounds, patch_pairs)
 from schedlab.measuring import ab, measure
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
-
-
-@dataclass(frozen=True)
-class KitArm:
-    """One state of the running kernel the kit measures: the writes under
-    /sys/kernel/debug/sched/ that make it, and the piece of the kernel it
-    needs (a machine.KernelNeed name; "" for none beyond the series)."""
-    name: str
-    what: str
-    knobs: Tuple[Tuple[str, str], ...] = ()
-    needs: str = ""
-    before: str = ""    # the arm of the patch before this one: the patch's own effect
-
-
-# The arms by default, the first the reference: its repeat, the
-# should_we_balance() topic's states before the series' (the kit's
-# swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
-# Every round runs each arm once, in an order shuffled anew each round.
-KIT_ARMS = (
-    KitArm("series", "the series, every experimental feature off: the reference",
-           before="swb-one-core"),
-    KitArm("series-again", "the same state again: the A/A margin"),
-    KitArm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
-           "swb_state"),
-    KitArm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
-           "CPU' (swb_state 1)", (("swb_state", "1"),), "swb_state", "swb-v7.3"),
-    KitArm("swb-one-cpu", "should_we_balance() up to 'Skip the should_we_balance() probes for a "
-           "group of one CPU' (swb_state 2)", (("swb_state", "2"),), "swb_state", "swb-busy"),
-    KitArm("swb-one-core", "should_we_balance() up to 'Scan for the first idle CPU directly "
-           "where cores do not matter' (swb_state 3)", (("swb_state", "3"),), "swb_state",
-           "swb-one-cpu"),
-    KitArm("newidle-400", "patch 8: newidle_cost_pct=400", (("newidle_cost_pct", "400"),),
-           "newidle_cost_pct"),
-    KitArm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
-           "SIS_GROUP_IDLE"),
-    KitArm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
-           "SG_STATS_REUSE"),
-)
 
 # The probes of every run (funclatency of should_we_balance(),
 # sched_balance_rq() and sched_balance_newidle() with them; perf stat's
@@ -67,22 +30,6 @@ KIT_ARMS = (
 # --c2c: its sampling of every CPU's loads, and perf's own thread, change
 # what the other numbers measure, so it is a pass of its own.
 PROBES = "swb,lb,latency,latency-lb,cycles"
-
-# Every switch of the kit's kernel (a machine.KernelNeed name), the file
-# under /sys/kernel/debug/sched/ that sets it and its value in the series as
-# posted.  Each arm writes every switch this kernel has, its own values over
-# these, so that no arm runs in a state another arm, or the user, left.
-SWITCHES: Tuple[Tuple[str, str, str], ...] = (
-    ("swb_state", "swb_state", "4"),
-    ("newidle_cost_pct", "newidle_cost_pct", "100"),
-    ("SIS_GROUP_IDLE", "features", "NO_SIS_GROUP_IDLE"),
-    ("SG_STATS_REUSE", "features", "NO_SG_STATS_REUSE"),
-)
-# A comparison needs a spread: fewer rounds are refused, except in the
-# rehearsal's guest (it sets REHEARSAL_ENV), which checks the kit, not the
-# series.
-MIN_ROUNDS = 3
-REHEARSAL_ENV = "SCHEDLAB_REHEARSAL"
 C2C_PROBE = "c2c"
 PREFIX = "hw"
 
@@ -138,13 +85,6 @@ SHARE = Pass("lb-share", "lb-share,lb-time", "hw-share", ("series", "lbstats"),
              "its own): balances that start together race. The lbstats arm runs the "
              "feature itself.")
 PASSES = {p.name: p for p in (MAIN, SHARE)}
-
-
-def arms_here(present: Sequence[str]) -> Tuple[List[KitArm], List[KitArm]]:
-    """The arms this kernel can run, and those it cannot (what they need is
-    not in PRESENT, the names of the KernelNeeds found)."""
-    ok = [a for a in KIT_ARMS if not a.needs or a.needs in present]
-    return ok, [a for a in KIT_ARMS if a not in ok]
 
 
 def estimate(arms: int, rounds: int, runs: int, seconds: int,
@@ -250,30 +190,6 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
                         on_start=on_start, order_seed=order_seed)
 
 
-def arm_knobs(arm: KitArm, present: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
-    """ARM's writes: its own, and every other switch in PRESENT (SWITCHES'
-    names) as the series posts it; the features in one write of several
-    words (guest/run-plan.sh writes each)."""
-    own = dict(arm.knobs)
-    mine = {v.removeprefix("NO_"): v for k, v in arm.knobs if k == "features"}
-    knobs: List[Tuple[str, str]] = []
-    features: List[str] = []
-    for need, knob, value in SWITCHES:
-        if knob == "features":
-            if need in mine or need in present:
-                features.append(mine.get(need, value))
-        elif knob in own or need in present:
-            knobs.append((knob, own.get(knob, value)))
-    return tuple(knobs) + ((("features", " ".join(features)),) if features else ())
-
-
-def check_rounds(rounds: int) -> None:
-    """Refuse fewer than MIN_ROUNDS rounds, but in the rehearsal's guest."""
-    if rounds < MIN_ROUNDS and not os.environ.get(REHEARSAL_ENV):
-        raise LabError(f"hw: --rounds {rounds}: a comparison needs at least {MIN_ROUNDS} "
-                       "rounds (each arm's spread comes from them)")
-
-
 def order_seed(kind: "Pass", fresh: bool, given: Optional[int]) -> int:
     """The seed that shuffles the arms each round: GIVEN, else the one of
     KIND's unfinished run that this run resumes, else a new one."""
@@ -288,13 +204,6 @@ def order_seed(kind: "Pass", fresh: bool, given: Optional[int]) -> int:
         if isinstance(seed, int):
             return seed
     return random.SystemRandom().randrange(1 << 32)
-
-
-def patch_pairs(arms: Sequence[KitArm]) -> Tuple[Tuple[str, str], ...]:
-    """Each arm against the arm of the patch before it, where both run: the
-    should_we_balance() topic patch by patch."""
-    names = {a.name for a in arms}
-    return tuple((a.before, a.name) for a in arms if a.before in names)
 
 
 RUN_RECORD = "run.json"

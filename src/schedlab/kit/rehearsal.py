@@ -18,6 +18,7 @@ from schedlab.core import topology as topomod
 from schedlab.core import vm
 from schedlab.core.spec import BuildSpec, TreeSpec
 from schedlab.core.util import LabError, repo_dir, say, work_dir
+from schedlab.kit import arms as armmod
 from schedlab.kit import hw, hwreport
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
@@ -68,7 +69,7 @@ class RehearsalOutcome:
 
 def every_arm() -> Tuple[str, ...]:
     """The test stage's arms: all of the kit's."""
-    return tuple(a.name for a in hw.KIT_ARMS)
+    return tuple(a.name for a in armmod.KIT_ARMS)
 
 
 def folder() -> Path:
@@ -90,7 +91,7 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     return " && ".join([
         f"cd {shlex.quote(str(repo_dir()))}",
         f"export SCHEDLAB_WORK={shlex.quote(str(out))} PYTHONPATH=src "
-        f"SCHEDLAB_KERNEL_CONFIG={shlex.quote(str(config))} {hw.REHEARSAL_ENV}=1",
+        f"SCHEDLAB_KERNEL_CONFIG={shlex.quote(str(config))} {armmod.REHEARSAL_ENV}=1",
         # Everything below runs whatever the kit did.
         "{ " + shlex.join(cmd) + f"; echo {MARK} hw-rc=$?; "
         f"echo {MARK} swb_state=$(cat /sys/kernel/debug/sched/swb_state 2>&1); "
@@ -174,10 +175,10 @@ def _work(path: Path) -> Iterator[None]:
 
 
 def run(req: RehearsalRequest) -> RehearsalOutcome:
-    unknown = set(req.arms) - {a.name for a in hw.KIT_ARMS}
+    unknown = set(req.arms) - {a.name for a in armmod.KIT_ARMS}
     if unknown or len(req.arms) < 2:
         raise LabError(f"rehearsal: arms {', '.join(req.arms)}: two or more of "
-                       + ", ".join(a.name for a in hw.KIT_ARMS))
+                       + ", ".join(a.name for a in armmod.KIT_ARMS))
     topo = topomod.parse_topology(req.topology)
     if topo.threads < 2:
         raise LabError(f"rehearsal: {req.topology} has no SMT; the kit refuses such a "
