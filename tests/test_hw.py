@@ -1,6 +1,7 @@
 """The hardware kit's checks: what it needs of the kernel, the machine, the tools."""
 
 import json
+from contextlib import nullcontext as _no_raise
 from pathlib import Path
 
 import pytest
@@ -300,16 +301,16 @@ def test_every_arm_writes_every_switch_its_own_value_over_the_posted_one():
 def test_the_seed_of_an_unfinished_run_orders_the_run_that_resumes_it(tmp_path, monkeypatch):
     from schedlab.measuring import resume
     monkeypatch.setattr(hw.resmod, "results_dir", lambda label: tmp_path / label)
-    assert hw.order_seed(hw.MAIN, False, 11) == 11
+    assert hw.order_seed(hw.PROBE_PASS, False, 11) == 11
     record = resume.Record("ab", {"order_seed": 1234})
     resume.write(tmp_path / "hw", record)
-    fresh = hw.order_seed(hw.MAIN, False, None)     # nothing finished: a new seed
+    fresh = hw.order_seed(hw.PROBE_PASS, False, None)     # nothing finished: a new seed
     assert isinstance(fresh, int)
     record.finish("series", 0)
     resume.write(tmp_path / "hw", record)
-    assert hw.order_seed(hw.MAIN, False, None) == 1234
-    assert hw.order_seed(hw.MAIN, False, 5) == 5
-    seeds = {hw.order_seed(hw.MAIN, True, None) for _ in range(4)}
+    assert hw.order_seed(hw.PROBE_PASS, False, None) == 1234
+    assert hw.order_seed(hw.PROBE_PASS, False, 5) == 5
+    seeds = {hw.order_seed(hw.PROBE_PASS, True, None) for _ in range(4)}
     assert 1234 not in seeds and len(seeds) > 1
 
 
@@ -391,25 +392,31 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
         req.on_start()
         raise KeyboardInterrupt
     asked = _fake_kit(tmp_path, monkeypatch, interrupted)
-    stale = tmp_path / "results" / "hw" / "plots-old"
+    stale = tmp_path / "results" / "hw-tp" / "plots-old"
     stale.mkdir(parents=True)
-    (tmp_path / "results" / "hw" / "headline-series-vs-lbstats.md").write_text("old")
+    (tmp_path / "results" / "hw-tp" / "headline-series-vs-lbstats.md").write_text("old")
     with pytest.raises(KeyboardInterrupt):
         hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
                bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "3"], seed=7)
-    # No tables after an interruption: they need every round pooled.
+    # No tables after an interruption: they need every round pooled. The
+    # throughput pass comes first, and the probe pass does not start.
     assert [t for t, _ in asked] == [False]
     req = asked[0][1]
+    assert req.prefix == "hw-tp" and req.plan.probes == () and req.plan.clean
     # The reference writes every switch as the series posts it: no arm runs
     # in another's leftover.
     assert req.arms[0].knobs == (("swb_state", "4"), ("newidle_cost_pct", "100"),
                                  ("features", "NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE"))
     assert req.order_seed == 7
-    record = json.loads((tmp_path / "hw" / hw.RUN_RECORD).read_text())
+    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
+    assert record["pass"] == "throughput" and not (tmp_path / "hw" / hw.RUN_RECORD).exists()
     assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 3
     assert record["machine"] == {"model": "test box"} and record["order_seed"] == 7
-    results = tmp_path / "results" / "hw"
+    results = tmp_path / "results" / "hw-tp"
     text = (results / "report.md").read_text()
+    assert text.startswith("# The series on test box: the hardware kit's report, the "
+                           "throughput pass")
+    assert "nothing was attached to the runs" in text
     assert "test box" in text and "./schedlab hw --rounds 3" in text
     assert "series: 3 run(s) not finished" in text
     assert "| series | the series, every experimental feature off: the reference | " \
@@ -426,6 +433,39 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     assert not stale.exists() and not (results / "headline-series-vs-lbstats.md").exists()
     assert "old" not in text and text.count("Not compared yet") == 1
     assert hw.report_again() == 0
+
+
+def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypatch):
+    def finished(req):
+        req.on_start()
+        return 0
+    asked = _fake_kit(tmp_path, monkeypatch, finished)
+    assert hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
+                  bench=["stress-100"]) == 0
+    runs = [req for tables, req in asked if not tables]
+    assert [r.prefix for r in runs] == ["hw-tp", "hw"]
+    assert runs[0].plan.probes == () and list(runs[1].plan.probes) == hw.PROBES.split(",")
+    for prefix, name in (("hw-tp", "throughput"), ("hw", "probes")):
+        text = (tmp_path / "results" / prefix / "report.md").read_text()
+        assert text.splitlines()[0].endswith(f", the {name} pass")
+    assert "not results" in hw.PROBE_PASS.about and "benchmarks' own" in hw.THROUGHPUT.about
+    for prefix in ("hw-tp", "hw"):
+        (tmp_path / "results" / prefix / "report.md").unlink()
+    assert hw.report_again() == 0
+    assert all((tmp_path / "results" / p / "report.md").is_file() for p in ("hw-tp", "hw"))
+    plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, ["series", "lbstats"])
+    assert "passes, one after the other: throughput, probes" in plan
+    assert "2 pass(es) x 2 arms x 5 rounds" in plan
+
+
+def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):
+    from schedlab import cli
+    for argv, what in ((["hw", "--pass", "throughput", "--c2c"], "throughput pass has none"),
+                       (["hw", "--lb-share", "--pass", "probes"], "without --pass"),
+                       (["hw", "--pass", "nosuch"], "invalid choice")):
+        with pytest.raises(SystemExit) if what == "invalid choice" else _no_raise():
+            assert cli.main(argv) != 0
+        assert what in capsys.readouterr().err
 
 
 def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
@@ -606,7 +646,7 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     main_report.parent.mkdir(parents=True)
     main_report.write_text("the benchmarks' report")
     assert hw.run(False, rounds=3, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
-                  kind=hw.SHARE) == 0
+                  kinds=(hw.SHARE,)) == 0
     req = asked[0][1]
     # Only its probes: lb-share's programs on should_we_balance() would add
     # to what funclatency times there; lb-time gives its replay the
@@ -621,14 +661,14 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     # The benchmarks' pass keeps its record and report.
     assert not (tmp_path / "hw" / hw.RUN_RECORD).exists()
     assert main_report.read_text() == "the benchmarks' report"
-    assert hw.report_again(kind=hw.SHARE) == 0
+    assert hw.report_again(kinds=(hw.SHARE,)) == 0
     with pytest.raises(Exception, match="no run to report on"):
         hw.report_again()
-    plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, kind=hw.SHARE)
-    assert "2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
+    plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, kinds=(hw.SHARE,))
+    assert "1 pass(es) x 2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
 
 
 def test_the_lb_share_pass_without_the_feature_repeats_the_reference():
     here = [a for a in armmod.KIT_ARMS if a.name != "lbstats"]
     assert hw.default_arms(hw.SHARE, here) == ["series", "series-again"]
-    assert hw.default_arms(hw.MAIN, here) is None
+    assert hw.default_arms(hw.PROBE_PASS, here) is None

@@ -92,6 +92,76 @@ def test_the_runner_runs_every_run_between_the_gates(tmp_path, monkeypatch):
     assert (out / "fake-1" / "command.txt").read_text() == "echo Time: 1.5\n"
 
 
+def _clean_plan(tmp_path, command):
+    """A plan without probes, its runner looking at stand-ins for tracefs and
+    the kprobes list, and checking every second."""
+    w = workmod.Workload("fake", command, parsers.hackbench, (), "a fake workload",
+                         timed=False)
+    plan = planmod.Plan((w,), (), runs=1, seconds=1)
+    assert plan.clean and "bpftrace" not in plan.needs()
+    d = planmod.write(plan, tmp_path / "plan")
+    tracefs = tmp_path / "tracing"
+    tracefs.mkdir()
+    (tracefs / "current_tracer").write_text("nop\n")
+    (tracefs / "set_event").write_text("")
+    env = (d / "plan.env").read_text()
+    assert "WATCH_EVERY=1\n" in env      # a third of --seconds, at least 1
+    for old, new in ((planmod.TRACEFS, tracefs), (planmod.KPROBES_LIST, tmp_path / "kprobes")):
+        assert str(old) in env
+        env = env.replace(str(old), str(new))
+    (d / "plan.env").write_text(env)
+    return plan, d, tracefs
+
+
+def test_a_clean_plan_attaches_nothing_and_checks_every_few_seconds(tmp_path):
+    for seconds, every in ((30, 5), (6, 2), (3, 1)):
+        plan = planmod.make_plan("stress-100", probemod.NO_PROBES, seconds=seconds)
+        assert plan.probes == () and plan.clean and plan.needs() == ["stress-ng"]
+        env = (planmod.write(plan, tmp_path / str(seconds)) / "plan.env").read_text()
+        assert "CLEAN=1\n" in env and f"WATCH_EVERY={every}\n" in env
+    assert "CLEAN=0\n" in (planmod.write(planmod.make_plan("stress-100", "swb"),
+                                         tmp_path / "probes") / "plan.env").read_text()
+
+
+def test_a_clean_run_has_nothing_attached_and_the_checks_on_record(tmp_path, monkeypatch):
+    plan, d, _ = _clean_plan(tmp_path, "sleep 2.5; echo Time: 1.5")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "pass.txt").read_text() == "clean\n"
+    run_dir = out / "fake-0"
+    assert not (run_dir / "probe.txt").exists() and not (run_dir / "tools.txt").exists()
+    watch = (run_dir / "watch.txt").read_text().splitlines()
+    assert watch[0] == "before: clean" and watch[-1] == "after: clean"
+    assert "during 1: clean" in watch and "during 2: clean" in watch
+    monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
+    run, = resmod.collect("x", out, plan.workloads, 1, resmod.Setting(topology="t"), "tcg")
+    assert run.complete, run.problems
+    assert run.watch == watch and run.metrics["hackbench time"]["value"] == 1.5
+
+
+def test_a_tracer_beside_a_clean_run_makes_it_invalid(tmp_path, monkeypatch):
+    # A process named bpftrace starts during the run; a kprobe and an ftrace
+    # tracer are there from the start.
+    fake = tmp_path / "bin" / "bpftrace"
+    fake.parent.mkdir()
+    fake.symlink_to("/bin/sleep")
+    plan, d, tracefs = _clean_plan(tmp_path, f"{fake} 3 & sleep 2.5; echo Time: 1.5; wait")
+    (tmp_path / "kprobes").write_text("ffffffff81000000  k  idle_cpu+0x0    [FTRACE]\n")
+    (tracefs / "current_tracer").write_text("function\n")
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    watch = (out / "fake-0" / "watch.txt").read_text()
+    assert "before: kprobe ffffffff81000000" in watch and "before: ftrace tracer function" in watch
+    assert "during 1: process" in watch and f"{fake} 3" in watch
+    monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
+    run, = resmod.collect("x", out, plan.workloads, 1, resmod.Setting(topology="t"), "tcg")
+    assert not run.complete
+    assert any(p.startswith("attached beside a clean run: ") and "bpftrace" in p
+               for p in run.problems)
+    assert resmod.watch_problems(["before: clean"]) == [
+        "the runner's checks before and after the run are missing (watch.txt)"]
+
+
 def test_knobs_are_written_checked_and_restored(tmp_path):
     plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_cost_pct", "1000")],
                                    f"cat {tmp_path}/sched/newidle_cost_pct; "

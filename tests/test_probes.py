@@ -301,11 +301,14 @@ def test_cycles_not_counted_is_a_problem_of_the_run():
 @pytest.mark.parametrize("probe", ["cycles", "c2c"])
 def test_pmu_probes_stay_out_of_the_vm_integration_and_in_the_kit(probe):
     from schedlab import pipeline
-    from schedlab.kit import hw
+    from schedlab.kit import arms, hw
     assert probe not in pipeline.INTEGRATION.probes
-    assert probe in hw.probes(c2c=True).split(",")
+    kit = arms.KIT_ARMS[:2]
+    assert probe in hw.request(kit, 3, 1, 5, c2c=True).plan.probes
     # c2c's sampling changes what the other probes measure: only when asked.
-    assert (probe in hw.probes().split(",")) == (probe == "cycles")
+    assert (probe in hw.request(kit, 3, 1, 5).plan.probes) == (probe == "cycles")
+    # The throughput pass has none, whatever is asked.
+    assert hw.request(kit, 3, 1, 5, c2c=True, kind=hw.THROUGHPUT).plan.probes == ()
 
 
 # perf c2c report --stats in perf's layout (builtin-c2c.c's format), the

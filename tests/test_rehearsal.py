@@ -37,22 +37,30 @@ def _report(done=("1 of 1", "1 of 1", "1 of 1", "1 of 1")):
     return f"| arm | what | writes | runs finished |\n{rows}\n| stress-100 | cpu busy (%) |"
 
 
+def _reports(report):
+    return {"throughput": report, "probes": report}
+
+
 def test_a_good_rehearsal_passes():
     marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
-    assert rehearsal.check(marks, _report(), REQ) == []
+    assert rehearsal.check(marks, _reports(_report()), REQ) == []
 
 
 def test_each_failure_is_named():
     marks = {"hw-rc": "1", "swb_state": "0", "left": "123,456"}
-    problems = " / ".join(rehearsal.check(marks, _report(("1 of 1", "0 of 1", "1 of 1",
-                                                          "1 of 1")), REQ))
+    problems = " / ".join(rehearsal.check(marks, {
+        "throughput": _report(), "probes": _report(("1 of 1", "0 of 1", "1 of 1", "1 of 1"))},
+        REQ))
     for what in ("status 1", "swb_state after the kit: '0'", "left running in the guest: "
-                 "123,456", "arm series-again: 0 of 1"):
+                 "123,456", "the probes pass: arm series-again: 0 of 1"):
         assert what in problems
-    assert "no mark" in " ".join(rehearsal.check({}, _report(), REQ))
-    assert "no report" in rehearsal.check(marks, "", REQ)
+    assert "the throughput pass: arm" not in problems
+    assert "no mark" in " ".join(rehearsal.check({}, _reports(_report()), REQ))
+    assert "the throughput pass: no report" in rehearsal.check(marks, {"probes": _report()},
+                                                               REQ)
     bare = _report().replace("| stress-100 |", "| other |")
-    assert any("benchmark stress-100" in p for p in rehearsal.check(marks, bare, REQ))
+    assert any("benchmark stress-100" in p
+               for p in rehearsal.check(marks, _reports(bare), REQ))
 
 
 def _run(folder: Path, arm: str, value: float) -> None:
@@ -93,7 +101,36 @@ def test_the_lb_share_pass_is_rehearsed_with_its_row():
     # The report's text names the metric; only a table row counts.
     report = (f"`{rehearsal.SHARE_METRIC} (LEVEL)` is the share\n{rows}\n"
               "| stress-100 | cpu busy (%) |")
-    assert rehearsal.check(marks, report, req) == [
-        "the lb-share pass's report has no 'group reads sums could serve' row"]
+    assert rehearsal.check(marks, {"lb-share": report}, req) == [
+        "the lb-share pass: the lb-share pass's report has no 'group reads sums could serve' "
+        "row"]
     report += "\n| stress-100 | group reads sums could serve (MC) (%) |"
-    assert rehearsal.check(marks, report, req) == []
+    assert rehearsal.check(marks, {"lb-share": report}, req) == []
+
+
+def _clean_runs(folder: Path, arm: str, watches) -> None:
+    d = folder / f"hw-tp-{arm}"
+    d.mkdir(parents=True)
+    for i, watch in enumerate(watches):
+        (d / f"run-stress-100-{i}.json").write_text(json.dumps({
+            "workload": "stress-100", "run": i, "complete": True, "watch": watch}))
+
+
+def test_the_throughput_pass_must_be_clean_with_checks_during_each_run(tmp_path):
+    good = ["before: clean", "during 1: clean", "after: clean"]
+    req = rehearsal.RehearsalRequest(arms=("series", "swb-v7.3"))
+    _clean_runs(tmp_path, "series", [good, good])
+    _clean_runs(tmp_path, "swb-v7.3", [good, ["before: clean", "after: clean"],
+                                       ["before: clean", "during 1: process 9 bpftrace",
+                                        "after: clean"]])
+    assert rehearsal.check_clean(tmp_path, req) == [
+        "the throughput pass: swb-v7.3 stress-100 #1: no check during the run",
+        "the throughput pass: swb-v7.3 stress-100 #2: attached beside a clean run: "
+        "during 1: process 9 bpftrace"]
+    assert rehearsal.check_clean(tmp_path, rehearsal.RehearsalRequest(
+        arms=("series", "swb-v7.3"), pass_name="probes")) == []
+    assert "no runs of lbstats" in rehearsal.check_clean(
+        tmp_path, rehearsal.RehearsalRequest(arms=("series", "lbstats")))[0]
+    s = rehearsal.guest_script(rehearsal.RehearsalRequest(pass_name="throughput"),
+                               Path("/b/.config"), Path("/w/guest"))
+    assert s.count("--pass throughput") == 1

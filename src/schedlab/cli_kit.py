@@ -15,7 +15,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.code_only and not args.switch_proof:
         raise LabError("hw --code-only goes with --switch-proof")
     bench = args.bench.split(",") if args.bench else None
-    kind = hw.SHARE if args.lb_share else hw.MAIN
+    if args.lb_share and args.pass_name:
+        raise LabError("hw --lb-share is a pass of its own: without --pass")
+    if args.c2c and args.pass_name == hw.THROUGHPUT.name:
+        raise LabError("hw --c2c is a probe: the throughput pass has none")
+    kinds = ((hw.SHARE,) if args.lb_share else (hw.PASSES[args.pass_name],) if args.pass_name
+             else hw.DEFAULT_PASSES)
     hw.refuse_unknown(args.arm, bench)
     if args.lb_share and (args.c2c or args.switch_proof):
         raise LabError("hw --lb-share is a pass of its own: without "
@@ -31,14 +36,15 @@ def cmd_hw(args: argparse.Namespace) -> int:
             tuple(bench or rehearsal.BENCH),
             args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
             rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
-            seed=args.seed,
+            seed=args.seed, pass_name=args.pass_name,
             timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
         given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
                                 ("--arm", args.arm), ("--bench", args.bench),
                                 ("--runs", args.runs != 1), ("--c2c", args.c2c),
-                                ("--seed", args.seed is not None)) if v]
+                                ("--seed", args.seed is not None),
+                                ("--pass", args.pass_name)) if v]
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
@@ -51,12 +57,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
     seconds = args.seconds or 30
     if args.plan:
         say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs,
-                         seconds, args.arm, bench, kind))
+                         seconds, args.arm, bench, kinds))
         return 0
     if args.report:
-        return hw.report_again(not args.no_plots, kind)
+        return hw.report_again(not args.no_plots, kinds)
     return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kind, args.seed)
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kinds, args.seed)
 
 
 def add_hw(sub: Sub) -> None:
@@ -64,7 +70,9 @@ def add_hw(sub: Sub) -> None:
                 "kit needs, record the machine, run the arms interleaved (work/results/hw-*)", """
 ./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
-./schedlab hw                              # the runs, then work/results/hw/report.md
+./schedlab hw                              # the throughput pass (nothing attached), then the
+                                           # probe pass; work/results/hw-tp/ and hw/report.md
+./schedlab hw --pass throughput            # one pass only
 ./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
 ./schedlab hw --lb-share                   # a pass of its own: how much SG_STATS_REUSE's sums
                                            # could serve here (work/results/hw-share/report.md)
@@ -110,10 +118,15 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")
+    p.add_argument("--pass", dest="pass_name", choices=[k.name for k in hw.DEFAULT_PASSES],
+                   help="only this pass (default: both, throughput first): throughput runs "
+                        "the benchmarks with nothing attached and checks that nothing is, "
+                        "probes runs them with the probes (work/results/hw-tp/, "
+                        "work/results/hw/)")
     p.add_argument("--c2c", action="store_true",
-                   help="also perf c2c in every run (modified-line loads, where the CPU "
-                        "samples loads); its sampling changes what the other numbers "
-                        "measure, so run it as a pass of its own")
+                   help="also perf c2c in every run of the probe pass (modified-line loads, "
+                        "where the CPU samples loads); its sampling changes what the other "
+                        "probes measure, so best with --pass probes as a run of its own")
     p.add_argument("--lb-share", action="store_true",
                    help="the lb-share pass instead of the benchmarks': every busy balance "
                         "above the lowest level replayed under SG_STATS_REUSE's rule, how "

@@ -241,7 +241,9 @@ def add_plan_opts(p: argparse.ArgumentParser) -> None:
                    help="comma-separated workloads (default " + ",".join(workmod.DEFAULT_PLAN)
                    + "): " + ", ".join(workmod.WORKLOADS) + ", schbench")
     g.add_argument("--probe", type=probes_arg, help="comma-separated probes (default "
-                   + ",".join(probemod.DEFAULT_PROBES) + "): " + ", ".join(probemod.PROBES))
+                   + ",".join(probemod.DEFAULT_PROBES) + "): " + ", ".join(probemod.PROBES)
+                   + f"; {probemod.NO_PROBES}: nothing attached, the runner checking that "
+                   "nothing is (a clean run)")
     g.add_argument("--attach", default="auto", choices=probemod.ATTACH_METHODS,
                    help="bpftrace attach method (auto: kfunc with BTF, else kprobe)")
     g.add_argument("--latency-tool", default="auto", choices=probemod.LATENCY_TOOLS,

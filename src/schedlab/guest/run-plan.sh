@@ -16,7 +16,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 . "$PLAN/plan.env"
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
-: "${LATENCY_MORE?}"
+: "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?}"
 
 PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
 MOUNTED=
@@ -55,7 +55,9 @@ NCPU=$(nproc)
 export NCPU SECS
 # The cost probes' 1-instruction buckets need more map entries than the default 4096.
 export BPFTRACE_MAP_KEYS_MAX=65536
-sysctl -q kernel.sched_schedstats=1 2>/dev/null
+# A clean run leaves schedstats as they are: switching them changes the
+# scheduler's own cost.
+[ "$CLEAN" = 1 ] || sysctl -q kernel.sched_schedstats=1 2>/dev/null
 
 # Knobs: each written before the plan, checked to read back, restored on exit.
 # A knob that is missing or refuses the value stops the plan: results measured
@@ -125,153 +127,162 @@ cat /sys/devices/system/cpu/vulnerabilities/retbleed > "$OUT/retbleed.txt" 2>/de
 } > "$OUT/versions.txt" 2>&1
 
 have() { grep -qE " $1$" /proc/kallsyms; }
-cp /bin/true "$PD/schedlab-on"
-cp /bin/true "$PD/schedlab-off"
-
-# Attach method: fentry needs BTF; the same method for every probe of the plan.
-if [ "$ATTACH" = auto ]; then
-	if [ -r /sys/kernel/btf/vmlinux ] && bpftrace -l 'kfunc:vmlinux:sched_balance_rq' 2>/dev/null | grep -q .; then
-		ATTACH=kfunc
-	else
-		ATTACH=kprobe
-	fi
-fi
-echo "$ATTACH" > "$OUT/attach.txt"
-: > "$PD/probe.bt"
-: > "$OUT/probes-missing.txt"
-: > "$OUT/probes-used.txt"
-
 try_bt() {
 	timeout -k 5 150 bpftrace -e "$(cat "$1" "$PLAN/bt/gate.bt")
 interval:s:1 { exit(); }" > "$PD/try.txt" 2>&1 && grep -q Attaching "$PD/try.txt"
 }
+cp /bin/true "$PD/schedlab-on"
+cp /bin/true "$PD/schedlab-off"
 
-# Candidates: the probes whose functions are out of line in this kernel.
-CANDIDATES=()
-while read -r p funcs; do
-	ok=1
-	for f in $funcs; do
-		if ! have "$f"; then
-			echo "$p: $f is not in /proc/kallsyms (inlined?)" >> "$OUT/probes-missing.txt"
-			ok=
-		fi
-	done
-	[ -n "$ok" ] && CANDIDATES+=("$p")
-done < "$PLAN/probes.txt"
-
-# One trial of all candidates; if it fails, one per probe, keeping those that work.
-: > "$PD/all.bt"
-for p in "${CANDIDATES[@]}"; do
-	[ -f "$PLAN/bt/$p.$ATTACH.bt" ] && cat "$PLAN/bt/$p.$ATTACH.bt" >> "$PD/all.bt"
-done
-if [ ! -s "$PD/all.bt" ] || try_bt "$PD/all.bt"; then
-	cp "$PD/all.bt" "$PD/probe.bt"
-	for p in "${CANDIDATES[@]}"; do echo "$p" >> "$OUT/probes-used.txt"; done
-else
-	for p in "${CANDIDATES[@]}"; do
-		bt=$PLAN/bt/$p.$ATTACH.bt
-		if [ ! -f "$bt" ] || try_bt "$bt"; then
-			[ -f "$bt" ] && cat "$bt" >> "$PD/probe.bt"
-			echo "$p" >> "$OUT/probes-used.txt"
-		else
-			why=$(grep ERROR "$PD/try.txt" | grep -v RLIMIT | tail -1)
-			echo "$p: bpftrace cannot attach it here: $why" >> "$OUT/probes-missing.txt"
-		fi
-	done
-fi
-[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent (CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"
-
-# Latency tool: the first that works here, with the reasons for the others.
 LAT=none
 LATSTART=0
+MORE=
+CYCLES=
+C2C=
+: > "$OUT/probes-missing.txt"
+: > "$OUT/probes-used.txt"
 : > "$OUT/latency-why.txt"
-if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
-	for t in $LATENCY_TOOLS; do
-		case $t in
-			bcc) C=$(command -v funclatency-bpfcc) ;;
-			libbpf) C=$(PATH=$PATH:/usr/sbin command -v funclatency) ;;
-			bpftrace) C=bpftrace ;;
-			*) C= ;;
-		esac
-		if [ -z "$C" ]; then
-			echo "$t: not installed" >> "$OUT/latency-why.txt"
-			continue
+if [ "$CLEAN" = 1 ]; then
+	echo clean > "$OUT/pass.txt"
+	echo none > "$OUT/attach.txt"
+	echo none > "$OUT/latency-tool.txt"
+else
+	echo probes > "$OUT/pass.txt"
+	# Attach method: fentry needs BTF; the same method for every probe of the plan.
+	if [ "$ATTACH" = auto ]; then
+		if [ -r /sys/kernel/btf/vmlinux ] && bpftrace -l 'kfunc:vmlinux:sched_balance_rq' 2>/dev/null | grep -q .; then
+			ATTACH=kfunc
+		else
+			ATTACH=kprobe
 		fi
-		if [ "$t" = bpftrace ]; then
-			grep -v '^//' "$PD/probe.bt" | grep -q "$LATENCY_FUNCTION" || cat "$PLAN/bt/swb.$ATTACH.bt" >> "$PD/probe.bt"
-			LAT=bpftrace
-			break
-		fi
-		T0=$(date +%s)
-		timeout -k 5 300 "$C" -d 3 "$LATENCY_FUNCTION" > "$PD/try-$t.txt" 2>&1
-		START=$(( $(date +%s) - T0 - 3 ))
-		cp "$PD/try-$t.txt" "$OUT/latency-try-$t.txt"
-		if grep -q distribution "$PD/try-$t.txt"; then
-			# bcc compiles its program with clang at every start: slow under TCG.
-			if [ "$t" = bcc ] && [ "$LATENCY_AUTO" = 1 ] && [ "$START" -gt "$BCC_MAX_START" ]; then
-				echo "bcc: works, but takes ${START}s to start (compiling with clang); over ${BCC_MAX_START}s, so not picked for every run: --latency-tool bcc forces it" >> "$OUT/latency-why.txt"
+	fi
+	echo "$ATTACH" > "$OUT/attach.txt"
+	: > "$PD/probe.bt"
+
+	# Candidates: the probes whose functions are out of line in this kernel.
+	CANDIDATES=()
+	while read -r p funcs; do
+		ok=1
+		for f in $funcs; do
+			if ! have "$f"; then
+				echo "$p: $f is not in /proc/kallsyms (inlined?)" >> "$OUT/probes-missing.txt"
+				ok=
+			fi
+		done
+		[ -n "$ok" ] && CANDIDATES+=("$p")
+	done < "$PLAN/probes.txt"
+
+	# One trial of all candidates; if it fails, one per probe, keeping those that work.
+	: > "$PD/all.bt"
+	for p in "${CANDIDATES[@]}"; do
+		[ -f "$PLAN/bt/$p.$ATTACH.bt" ] && cat "$PLAN/bt/$p.$ATTACH.bt" >> "$PD/all.bt"
+	done
+	if [ ! -s "$PD/all.bt" ] || try_bt "$PD/all.bt"; then
+		cp "$PD/all.bt" "$PD/probe.bt"
+		for p in "${CANDIDATES[@]}"; do echo "$p" >> "$OUT/probes-used.txt"; done
+	else
+		for p in "${CANDIDATES[@]}"; do
+			bt=$PLAN/bt/$p.$ATTACH.bt
+			if [ ! -f "$bt" ] || try_bt "$bt"; then
+				[ -f "$bt" ] && cat "$bt" >> "$PD/probe.bt"
+				echo "$p" >> "$OUT/probes-used.txt"
+			else
+				why=$(grep ERROR "$PD/try.txt" | grep -v RLIMIT | tail -1)
+				echo "$p: bpftrace cannot attach it here: $why" >> "$OUT/probes-missing.txt"
+			fi
+		done
+	fi
+	[ -r /proc/schedstat ] || echo "schedstat: /proc/schedstat is absent (CONFIG_SCHEDSTATS off): no balance counts by domain" >> "$OUT/probes-missing.txt"
+
+	# Latency tool: the first that works here, with the reasons for the others.
+	if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
+		for t in $LATENCY_TOOLS; do
+			case $t in
+				bcc) C=$(command -v funclatency-bpfcc) ;;
+				libbpf) C=$(PATH=$PATH:/usr/sbin command -v funclatency) ;;
+				bpftrace) C=bpftrace ;;
+				*) C= ;;
+			esac
+			if [ -z "$C" ]; then
+				echo "$t: not installed" >> "$OUT/latency-why.txt"
 				continue
 			fi
-			LAT=$t
-			LATSTART=$START
-			echo "$t: works, starts in ${START}s" >> "$OUT/latency-why.txt"
-			break
-		fi
-		echo "$t: failed: $(grep -v "^ *$" "$PD/try-$t.txt" | tail -3 | tr "\n" " ")" >> "$OUT/latency-why.txt"
-	done
-fi
-echo "$LAT" > "$OUT/latency-tool.txt"
-# The latency-lb probe: one more funclatency per function, with that tool.
-MORE=
-if grep -qx latency-lb "$OUT/probes-used.txt" 2>/dev/null; then
-	case $LAT in
-		bcc|libbpf) MORE=$LATENCY_MORE ;;
-		*) echo "latency-lb: needs funclatency (bcc or libbpf-tools); the latency tool here is $LAT" >> "$OUT/probes-missing.txt" ;;
-	esac
-fi
+			if [ "$t" = bpftrace ]; then
+				grep -v '^//' "$PD/probe.bt" | grep -q "$LATENCY_FUNCTION" || cat "$PLAN/bt/swb.$ATTACH.bt" >> "$PD/probe.bt"
+				LAT=bpftrace
+				break
+			fi
+			T0=$(date +%s)
+			timeout -k 5 300 "$C" -d 3 "$LATENCY_FUNCTION" > "$PD/try-$t.txt" 2>&1
+			START=$(( $(date +%s) - T0 - 3 ))
+			cp "$PD/try-$t.txt" "$OUT/latency-try-$t.txt"
+			if grep -q distribution "$PD/try-$t.txt"; then
+				# bcc compiles its program with clang at every start: slow under TCG.
+				if [ "$t" = bcc ] && [ "$LATENCY_AUTO" = 1 ] && [ "$START" -gt "$BCC_MAX_START" ]; then
+					echo "bcc: works, but takes ${START}s to start (compiling with clang); over ${BCC_MAX_START}s, so not picked for every run: --latency-tool bcc forces it" >> "$OUT/latency-why.txt"
+					continue
+				fi
+				LAT=$t
+				LATSTART=$START
+				echo "$t: works, starts in ${START}s" >> "$OUT/latency-why.txt"
+				break
+			fi
+			echo "$t: failed: $(grep -v "^ *$" "$PD/try-$t.txt" | tail -3 | tr "\n" " ")" >> "$OUT/latency-why.txt"
+		done
+	fi
+	echo "$LAT" > "$OUT/latency-tool.txt"
+	# The latency-lb probe: one more funclatency per function, with that tool.
+	MORE=
+	if grep -qx latency-lb "$OUT/probes-used.txt" 2>/dev/null; then
+		case $LAT in
+			bcc|libbpf) MORE=$LATENCY_MORE ;;
+			*) echo "latency-lb: needs funclatency (bcc or libbpf-tools); the latency tool here is $LAT" >> "$OUT/probes-missing.txt" ;;
+		esac
+	fi
 
-# The cycles probe (probes.py): perf stat of every CPU over each run's
-# window.  Where nothing counts cycles (no PMU: the lab's TCG guests, many
-# VMs) the probe is dropped here with a note, not failed in every run.
-CYCLES=
-if grep -qx cycles "$OUT/probes-used.txt" 2>/dev/null; then
-	why=
-	if ! command -v perf > /dev/null; then
-		why="perf is not installed (Debian package linux-perf)"
-	else
-		perf stat -a -x, -e cycles -- sleep 0.2 > "$PD/cycles-try.txt" 2>&1
-		grep -q '^[0-9][0-9.]*,[^,]*,cycles' "$PD/cycles-try.txt" ||
-			why="perf stat counts no cycles here (no PMU?): $(tail -1 "$PD/cycles-try.txt")"
+	# The cycles probe (probes.py): perf stat of every CPU over each run's
+	# window.  Where nothing counts cycles (no PMU: the lab's TCG guests, many
+	# VMs) the probe is dropped here with a note, not failed in every run.
+	CYCLES=
+	if grep -qx cycles "$OUT/probes-used.txt" 2>/dev/null; then
+		why=
+		if ! command -v perf > /dev/null; then
+			why="perf is not installed (Debian package linux-perf)"
+		else
+			perf stat -a -x, -e cycles -- sleep 0.2 > "$PD/cycles-try.txt" 2>&1
+			grep -q '^[0-9][0-9.]*,[^,]*,cycles' "$PD/cycles-try.txt" ||
+				why="perf stat counts no cycles here (no PMU?): $(tail -1 "$PD/cycles-try.txt")"
+		fi
+		if [ -n "$why" ]; then
+			echo "cycles: $why" >> "$OUT/probes-missing.txt"
+			sed -i '/^cycles$/d' "$OUT/probes-used.txt"
+		else
+			CYCLES=1
+		fi
 	fi
-	if [ -n "$why" ]; then
-		echo "cycles: $why" >> "$OUT/probes-missing.txt"
-		sed -i '/^cycles$/d' "$OUT/probes-used.txt"
-	else
-		CYCLES=1
+	# The c2c probe (probes.py): perf c2c record of every CPU's kernel loads
+	# over each run's window.  It needs load sampling (a PMU feature: Intel's
+	# ldlat loads, AMD's IBS, POWER's marked events); where perf c2c cannot
+	# record, the probe is dropped here with perf's words, as cycles is.
+	C2C=
+	if grep -qx c2c "$OUT/probes-used.txt" 2>/dev/null; then
+		why=
+		if ! command -v perf > /dev/null; then
+			why="perf is not installed (Debian package linux-perf)"
+		elif ! perf c2c record -a -k -B -N -o "$PD/c2c-try.data" -- sleep 0.2 > "$PD/c2c-try.txt" 2>&1; then
+			why="perf c2c cannot record here (no load sampling?): $(tail -1 "$PD/c2c-try.txt")"
+		fi
+		rm -f "$PD/c2c-try.data"
+		if [ -n "$why" ]; then
+			echo "c2c: $why" >> "$OUT/probes-missing.txt"
+			sed -i '/^c2c$/d' "$OUT/probes-used.txt"
+		else
+			C2C=1
+		fi
 	fi
+	# Last, after the bpftrace latency fallback may have added its lines.
+	cat "$PLAN/bt/gate.bt" >> "$PD/probe.bt"
 fi
-# The c2c probe (probes.py): perf c2c record of every CPU's kernel loads
-# over each run's window.  It needs load sampling (a PMU feature: Intel's
-# ldlat loads, AMD's IBS, POWER's marked events); where perf c2c cannot
-# record, the probe is dropped here with perf's words, as cycles is.
-C2C=
-if grep -qx c2c "$OUT/probes-used.txt" 2>/dev/null; then
-	why=
-	if ! command -v perf > /dev/null; then
-		why="perf is not installed (Debian package linux-perf)"
-	elif ! perf c2c record -a -k -B -N -o "$PD/c2c-try.data" -- sleep 0.2 > "$PD/c2c-try.txt" 2>&1; then
-		why="perf c2c cannot record here (no load sampling?): $(tail -1 "$PD/c2c-try.txt")"
-	fi
-	rm -f "$PD/c2c-try.data"
-	if [ -n "$why" ]; then
-		echo "c2c: $why" >> "$OUT/probes-missing.txt"
-		sed -i '/^c2c$/d' "$OUT/probes-used.txt"
-	else
-		C2C=1
-	fi
-fi
-# Last, after the bpftrace latency fallback may have added its lines.
-cat "$PLAN/bt/gate.bt" >> "$PD/probe.bt"
 
 # Unbuffered: the "Tracing" line must reach the file while the tool runs.
 case $LAT in
@@ -321,6 +332,69 @@ gate() {
 	return 1
 }
 
+# What a clean run must not have beside it, one line each: a tracer's or
+# a profiler's process (perf bench is a workload, not a probe), a BPF
+# program of a tracing type (bpftool's list, else the fdinfo of the
+# processes that hold one), a kprobe, an ftrace tracer or event, and
+# schedstats switched since the plan started.
+attached() {
+	local t=$TRACEFS v
+	ps -eo pid=,args= | awk '{
+		a = $2; sub(/.*\//, "", a); b = $3; sub(/.*\//, "", b)
+		if (a ~ /^(bpftrace|trace-cmd|stap|funclatency.*|.*-bpfcc)$/ ||
+		    b ~ /^(bpftrace|funclatency.*|.*-bpfcc)$/ || $3 ~ /\/bcc\/tools\// ||
+		    (a == "perf" && $3 != "bench")) print "process " $0 }'
+	if command -v bpftool > /dev/null; then
+		bpftool prog show 2> /dev/null | awk '$2 ~ /^(kprobe|tracepoint|raw_tracepoint|raw_tracepoint_writable|perf_event|tracing)$/ { print "bpf program " $0 }'
+	else
+		# BPF_PROG_TYPE_ KPROBE 2, TRACEPOINT 5, PERF_EVENT 7,
+		# RAW_TRACEPOINT 17, RAW_TRACEPOINT_WRITABLE 24, TRACING 26
+		grep -hs '^prog_type:' /proc/[0-9]*/fdinfo/* | awk '$2 ~ /^(2|5|7|17|24|26)$/ { n[$2]++ }
+			END { for (k in n) print "bpf program of type " k " (" n[k] " fd)" }'
+	fi
+	[ -s "$KPROBES_LIST" ] && sed 's/^/kprobe /' "$KPROBES_LIST" | head -5
+	v=$(cat "$t/current_tracer" 2> /dev/null)
+	[ -n "$v" ] && [ "$v" != nop ] && echo "ftrace tracer $v"
+	[ -s "$t/set_event" ] && echo "ftrace events $(head -3 "$t/set_event" | tr '\n' ' ')"
+	v=$(sysctl -n kernel.sched_schedstats 2> /dev/null || echo 0)
+	[ "$v" != "$OLD_SCHEDSTATS" ] && echo "schedstats switched from $OLD_SCHEDSTATS to $v"
+	return 0
+}
+
+# attached() into the file $1, each line after the check's name $2, or
+# "$2: clean".
+check_into() {
+	local found
+	found=$(attached)
+	if [ -z "$found" ]; then
+		echo "$2: clean" >> "$1"
+	else
+		printf '%s\n' "$found" | sed "s|^|$2: |" >> "$1"
+	fi
+}
+
+# A clean run: the workload alone, the runner's checks before it, every
+# WATCH_EVERY s during it and after it in watch.txt (the host makes a run
+# with any finding invalid).
+run_clean() {
+	local d=$1 cmd=$2 wp i
+	check_into "$d/watch.txt" before
+	( i=0; while [ ! -e "$d/watch.stop" ] && sleep "$WATCH_EVERY"; do
+		i=$(( i + 1 )); check_into "$d/watch.txt" "during $i"; done ) 3<&- &
+	wp=$!
+	head -1 /proc/stat > "$d/stat-before.txt"
+	S=$(date +%s.%N)
+	(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$d/workload.txt" 2>&1 < /dev/null 3<&-
+	echo $? > "$d/status.txt"
+	echo "$(date +%s.%N) $S" | awk '{print $1 - $2}' > "$d/seconds.txt"
+	head -1 /proc/stat > "$d/stat-after.txt"
+	touch "$d/watch.stop"
+	pkill -P "$wp" sleep 2> /dev/null
+	wait "$wp" 2> /dev/null
+	rm -f "$d/watch.stop"
+	check_into "$d/watch.txt" after
+}
+
 # The cost probes' calibration: their program alone on idle_cpu() for a few
 # seconds of load, before the runs (icount.py reads calibration.txt).
 if [ -f "$PLAN/bt/calibrate.$ATTACH.bt" ]; then
@@ -343,6 +417,10 @@ while read -r name i <&3; do
 	echo "$RUN_MARK $k/$total $name $i"
 	cmd=$(cat "$PLAN/cmd/$name")
 	echo "$cmd" > "$d/command.txt"
+	if [ "$CLEAN" = 1 ]; then
+		run_clean "$d" "$cmd"
+		continue
+	fi
 	echo "$ATTACH $LAT" > "$d/tools.txt"
 	# Line-buffered: a map dump cut short by a kill is still seen as such.
 	stdbuf -oL bpftrace "$PD/probe.bt" > "$d/probe.txt" 2>&1 3<&- &

@@ -20,22 +20,17 @@ from schedlab.kit.arms import (KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_her
                                  check_rounds, patch_pairs)
 from schedlab.measuring import ab, measure
 from schedlab.measuring import plan as planmod
+from schedlab.measuring import probes as probemod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
 
-# The probes of every run (funclatency of should_we_balance(),
+# The probe pass's probes (funclatency of should_we_balance(),
 # sched_balance_rq() and sched_balance_newidle() with them; perf stat's
-# cycles where the machine counts them), and the prefix of the kit's result
-# folders (work/results/hw-ARM/).  perf c2c's modified-line loads only with
-# --c2c: its sampling of every CPU's loads, and perf's own thread, change
-# what the other numbers measure, so it is a pass of its own.
+# cycles where the machine counts them).  perf c2c's modified-line loads
+# only with --c2c: its sampling of every CPU's loads, and perf's own thread,
+# change what the other numbers measure.
 PROBES = "swb,lb,latency,latency-lb,cycles"
 C2C_PROBE = "c2c"
-PREFIX = "hw"
-
-
-def probes(c2c: bool = False) -> str:
-    return PROBES + ("," + C2C_PROBE if c2c else "")
 
 
 # The lab's workloads the kit runs (workloads.py), the should_we_balance()
@@ -62,7 +57,24 @@ class Pass:
     about: str = ""
 
 
-MAIN = Pass("main", PROBES, PREFIX)
+# The benchmarks with nothing attached: their own numbers.  The runner
+# checks before, during and after each run that nothing is (run-plan.sh).
+THROUGHPUT = Pass("throughput", probemod.NO_PROBES, "hw-tp", about=(
+    "This is the kit's throughput pass: nothing was attached to the runs (no bpftrace, "
+    "funclatency or perf process, no BPF program of a tracing type, no kprobe or ftrace "
+    "tracer, schedstats left as the machine had them). The runner checked that before, "
+    "every few seconds during and after each run (each run's `watch` in its run-*.json); "
+    "a run with anything found is invalid and not in these tables. The numbers here are "
+    "the benchmarks' own; the probe pass's report has the probes' counts and latencies."))
+# The same benchmarks with the probes: what each arm's code does per call.
+# The probes cost more in the arms that call the probed functions more, so
+# the benchmarks' own numbers of this pass are not results.
+PROBE_PASS = Pass("probes", PROBES, "hw", about=(
+    "This is the kit's probe pass: the benchmarks ran with the probes attached "
+    "(bpftrace's counts, funclatency, schedstat, perf stat where the PMU counts). Read "
+    "its probe counts and latencies; the benchmarks' own numbers in it carry the probes' "
+    "cost, which differs by arm, and are not results: the throughput pass's report has "
+    "them without."))
 # `hw --lb-share`: how close in time the busy balances of a level come on
 # this machine, which decides what SG_STATS_REUSE can save (patch 10's
 # changelog leaves it to hardware).  A pass of its own: its probe on
@@ -84,7 +96,9 @@ SHARE = Pass("lb-share", "lb-share,lb-time", "hw-share", ("series", "lbstats"),
              "sched_balance_find_src_group() over the runqueues a balance reads, each arm "
              "its own): balances that start together race. The lbstats arm runs the "
              "feature itself.")
-PASSES = {p.name: p for p in (MAIN, SHARE)}
+PASSES = {p.name: p for p in (THROUGHPUT, PROBE_PASS, SHARE)}
+# What `./schedlab hw` runs, in this order; --pass NAME runs one.
+DEFAULT_PASSES = (THROUGHPUT, PROBE_PASS)
 
 
 def estimate(arms: int, rounds: int, runs: int, seconds: int,
@@ -96,11 +110,14 @@ def estimate(arms: int, rounds: int, runs: int, seconds: int,
 
 def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
               names: Optional[Sequence[str]] = None,
-              bench: Optional[Sequence[str]] = None, kind: Pass = MAIN) -> str:
-    """What `hw --plan` prints: the arms (NAMES only, if given, else KIND's),
-    the benchmarks (BENCH, default KIND's), the duration here and, where
-    this kernel lacks arms, booted into the series."""
+              bench: Optional[Sequence[str]] = None,
+              kinds: Sequence[Pass] = DEFAULT_PASSES) -> str:
+    """What `hw --plan` prints: the arms (NAMES only, if given, else those of
+    KINDS' first), the benchmarks (BENCH, default its), the duration of every
+    pass of KINDS here and, where this kernel lacks arms, booted into the
+    series."""
     refuse_unknown(names, bench)
+    kind = kinds[0]
     names = names or default_arms(kind, arms_here(present)[0]) or list(kind.arms)
     bench = list(bench or kind.bench)
     ok, missing = arms_here(present)
@@ -115,10 +132,12 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     lines += [f"  {a.name:14} {a.what}" for a in ok]
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
     lines.append("benchmarks: " + ", ".join(bench))
+    lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds))
     for n, where in ((len(ok), "here"), (len(ok) + len(missing), "booted into the series")):
-        secs = estimate(n, rounds, runs, seconds, bench, kind.probes)
-        lines.append(f"{n} arms x {rounds} rounds x {runs} run(s) x {len(bench)} benchmarks, "
-                     f"{seconds}s each timed one, {where}: about {secs / 3600:.2f} h")
+        secs = sum(estimate(n, rounds, runs, seconds, bench, k.probes) for k in kinds)
+        lines.append(f"{len(kinds)} pass(es) x {n} arms x {rounds} rounds x {runs} run(s) x "
+                     f"{len(bench)} benchmarks, {seconds}s each timed one, {where}: about "
+                     f"{secs / 3600:.2f} h")
         if not missing:
             break
     return "\n".join(lines)
@@ -171,15 +190,16 @@ def pick(arms: Sequence[KitArm], names: Optional[Sequence[str]],
 def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh: bool = False,
             bench: Optional[Sequence[str]] = None, plots: bool = True,
             present: Sequence[str] = (), on_start: Optional[Callable[[], None]] = None,
-            c2c: bool = False, kind: Pass = MAIN, order_seed: Optional[int] = None):
+            c2c: bool = False, kind: Pass = PROBE_PASS, order_seed: Optional[int] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, in an order shuffled with ORDER_SEED (None: as given), rounds for
     boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
     KernelNeeds this kernel has, arm_knobs())."""
     bench = list(bench or kind.bench)
-    if kind is MAIN and "schbench" not in bench and shutil.which("schbench"):
+    if not kind.arms and "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
-    plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c else ""),
+    plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c
+                                                             and kind is PROBE_PASS else ""),
                              runs=runs, seconds=seconds,
                              schbench=Path(shutil.which("schbench") or "schbench"))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
@@ -210,7 +230,7 @@ RUN_RECORD = "run.json"
 
 
 def _arm_states(arms: Sequence[KitArm], rounds: int, runs: int, bench: Sequence[str],
-                present: Sequence[str] = (), kind: Pass = MAIN):
+                present: Sequence[str] = (), kind: Pass = PROBE_PASS):
     """The arms as the report shows them: the writes they made (every switch
     of PRESENT), their runs finished of those planned."""
     planned = rounds * runs * len(bench)
@@ -226,7 +246,7 @@ def report(record: dict, tables: bool = True) -> Path:
     byname = {a.name: a for a in KIT_ARMS}
     arms = [byname[n] for n in record["arms"] if n in byname]
     bench = record["bench"]
-    kind = PASSES.get(record.get("pass", MAIN.name), MAIN)
+    kind = PASSES.get(record.get("pass", PROBE_PASS.name), PROBE_PASS)
     if tables:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
@@ -249,7 +269,7 @@ def report(record: dict, tables: bool = True) -> Path:
                           | {"benchmarks": ", ".join(bench)}
                           | _order_setting(record, [a.name for a in arms]),
                           hwreport.probes_missing(folders), kind.about,
-                          hwreport.run_notes(folders))
+                          hwreport.run_notes(folders), kind.name)
     say(f"hw: the report: {path}")
     return path
 
@@ -276,37 +296,45 @@ def _clear_tables(folder: Path) -> None:
             shutil.rmtree(d)
 
 
-def report_again(plots: bool = True, kind: Pass = MAIN) -> int:
-    """`./schedlab hw --report`: the report of KIND's last run, from what
-    finished; with PLOTS, whatever the run was told (a rehearsal's guest
+def _again(kind: Pass) -> str:
+    """The command that writes KIND's report again."""
+    return "./schedlab hw --report" + (" --lb-share" if kind is SHARE else
+                                       f" --pass {kind.name}")
+
+
+def report_again(plots: bool = True, kinds: Sequence[Pass] = DEFAULT_PASSES) -> int:
+    """`./schedlab hw --report`: the report of each of KINDS' last run, from
+    what finished; with PLOTS, whatever the run was told (a rehearsal's guest
     leaves the plots to the host)."""
-    path = work_dir() / kind.prefix / RUN_RECORD
-    record = hwreport.load_json(path)
-    if not record:
-        raise LabError(f"hw --report: no run to report on ({path} is written when "
-                       f"'./schedlab hw{'' if kind is MAIN else ' --' + kind.name}' starts "
-                       "its runs)")
-    report(record | {"plots": plots})
+    records = [(k, hwreport.load_json(work_dir() / k.prefix / RUN_RECORD)) for k in kinds]
+    if not any(r for _, r in records):
+        raise LabError("hw --report: no run to report on (work/PASS/run.json is written when "
+                       "'./schedlab hw' starts a pass's runs)")
+    for _, record in records:
+        if record:
+            report(record | {"plots": plots})
     return 0
 
 
 def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
         bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
-        plots: bool = True, c2c: bool = False, kind: Pass = MAIN,
+        plots: bool = True, c2c: bool = False, kinds: Sequence[Pass] = DEFAULT_PASSES,
         seed: Optional[int] = None) -> int:
-    """`./schedlab hw`: the preflight, the machine record, the runs, the report."""
+    """`./schedlab hw`: the preflight, the machine record, then each pass of
+    KINDS in turn: its runs and its report."""
     check_rounds(rounds)
     pf = machine.preflight()
     say("hw: what the kit needs here")
     say(pf.text())
-    out = work_dir() / kind.prefix
-    out.mkdir(parents=True, exist_ok=True)
     box = machine.machine_record()
-    (out / "machine.json").write_text(json.dumps(box, indent=1) + "\n")
-    (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
-                                                   indent=1) + "\n")
-    say(f"  the machine's record: {out / 'machine.json'}")
+    for kind in kinds:
+        out = work_dir() / kind.prefix
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "machine.json").write_text(json.dumps(box, indent=1) + "\n")
+        (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
+                                                       indent=1) + "\n")
+    say(f"  the machine's record: {work_dir() / kinds[0].prefix / 'machine.json'}")
     if not pf.ok:
         names = ", ".join(c.name for c in pf.missing())
         raise LabError(f"hw: cannot measure on this machine as it is: {names} "
@@ -316,7 +344,21 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         return 0
     present = machine.kernel_pieces(machine.DEBUG_SCHED)
     here, cannot = arms_here(present)
-    arms, bench = pick(here, arm_names or default_arms(kind, here), bench or kind.bench)
+    status = 0
+    for kind in kinds:
+        arms, chosen = pick(here, arm_names or default_arms(kind, here), bench or kind.bench)
+        status = max(status, _run_pass(kind, arms, chosen, rounds, runs, seconds, fresh, argv,
+                                       plots, c2c, seed, box, present, cannot))
+    return status
+
+
+def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], rounds: int,
+              runs: int, seconds: int, fresh: bool, argv: Sequence[str], plots: bool,
+              c2c: bool, seed: Optional[int], box: dict, present: Sequence[str],
+              cannot: Sequence[KitArm]) -> int:
+    """One pass of the kit: its 'ab' request, its record in work/PREFIX/run.json,
+    its report (also after Ctrl-C)."""
+    out = work_dir() / kind.prefix
     record: Dict[str, Any] = {}
     started: List[bool] = []
 
@@ -338,9 +380,9 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in machine.TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})
-    say(f"hw: arms {', '.join(a.name for a in arms)} (the first is the reference); "
-        f"benchmarks {', '.join(bench)}; {rounds} round(s), the arms shuffled every round "
-        f"with seed {seed} (--seed {seed} repeats the order)")
+    say(f"hw: the {kind.name} pass: arms {', '.join(a.name for a in arms)} (the first is the "
+        f"reference); benchmarks {', '.join(bench)}; {rounds} round(s), the arms shuffled "
+        f"every round with seed {seed} (--seed {seed} repeats the order)")
     try:
         return ab.run(req)
     finally:
@@ -350,5 +392,4 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
             try:
                 report(record, tables=False)
             except Exception as e:      # noqa: BLE001 - never hide why the run ended
-                say(f"hw: no report ({type(e).__name__}: {e}); './schedlab hw --report"
-                    f"{'' if kind is MAIN else ' --' + kind.name}' tries again")
+                say(f"hw: no report ({type(e).__name__}: {e}); '{_again(kind)}' tries again")

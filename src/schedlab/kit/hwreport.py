@@ -135,13 +135,14 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
           settings: Optional[Dict[str, object]] = None,
           probes_missing: Sequence[str] = (), about: str = "",
-          notes: Sequence[str] = ()) -> Path:
+          notes: Sequence[str] = (), pass_name: str = "") -> Path:
     """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
     (results / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
     title = machine.get("model") or "this machine"
-    lines = [f"# The series on {title}: the hardware kit's report", ""]
+    lines = [f"# The series on {title}: the hardware kit's report"
+             + (f", the {pass_name} pass" if pass_name else ""), ""]
     lines += ["Written by `./schedlab hw` from the runs that finished. "
               "Each arm is a state of one booted kernel, switched by the writes below; "
               "the arms ran interleaved, every arm once a round, so that what changes "

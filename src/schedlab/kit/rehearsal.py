@@ -55,6 +55,13 @@ class RehearsalRequest:
     c2c: bool = False
     share: bool = False         # the kit's --lb-share pass
     seed: Optional[int] = None  # the arms' order (hw --seed); None: the kit picks one
+    pass_name: Optional[str] = None     # hw --pass; None: both passes
+
+    def kinds(self) -> Tuple[hw.Pass, ...]:
+        """The kit's passes the guest runs."""
+        if self.share:
+            return (hw.SHARE,)
+        return (hw.PASSES[self.pass_name],) if self.pass_name else hw.DEFAULT_PASSES
     timeout: float = 5400
     memory: int = 4096
 
@@ -84,7 +91,8 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
           "--runs", str(req.runs), "--seconds", str(req.seconds),
           "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
               ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else []) + (
-              ["--seed", str(req.seed)] if req.seed is not None else [])
+              ["--seed", str(req.seed)] if req.seed is not None else []) + (
+              ["--pass", req.pass_name] if req.pass_name else [])
     for a in req.arms:
         cmd += ["--arm", a]
     left = "|".join(LEFTOVERS)
@@ -131,8 +139,9 @@ def check_switch(values: Dict[str, float], req: RehearsalRequest) -> List[str]:
     return []
 
 
-def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str]:
-    """What the rehearsal asks of the guest's marks and the report."""
+def check(marks: Dict[str, str], reports: Dict[str, str], req: RehearsalRequest) -> List[str]:
+    """What the rehearsal asks of the guest's marks and of each pass's report
+    (REPORTS by pass name)."""
     problems = []
     if marks.get("hw-rc") != "0":
         problems.append(f"the kit exited with status {marks.get('hw-rc', 'none (no mark)')}")
@@ -141,6 +150,15 @@ def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str
                         "(the kit puts every knob back)")
     if marks.get("left", "x"):
         problems.append(f"left running in the guest: {marks.get('left', '(no mark)')}")
+    for kind in req.kinds():
+        problems += [f"the {kind.name} pass: {p}"
+                     for p in check_report(reports.get(kind.name, ""), req)]
+    return problems
+
+
+def check_report(report: str, req: RehearsalRequest) -> List[str]:
+    """What the rehearsal asks of one pass's report."""
+    problems = []
     if not report:
         problems.append("no report")
         return problems
@@ -157,6 +175,27 @@ def check(marks: Dict[str, str], report: str, req: RehearsalRequest) -> List[str
         problems.append("a pair was not compared")
     if req.share and f"| {SHARE_METRIC} (" not in report:
         problems.append(f"the lb-share pass's report has no '{SHARE_METRIC}' row")
+    return problems
+
+
+def check_clean(results: Path, req: RehearsalRequest) -> List[str]:
+    """The throughput pass's runs (RESULTS/hw-tp-ARM/run-*.json): each with
+    the runner's checks before, during and after it, none finding anything."""
+    if hw.THROUGHPUT not in req.kinds():
+        return []
+    problems = []
+    for arm in req.arms:
+        try:
+            runs = resmod.read_runs(results / f"{hw.THROUGHPUT.prefix}-{arm}")
+        except LabError:
+            problems.append(f"the throughput pass: no runs of {arm}")
+            continue
+        for r in runs:
+            watch = r.watch or []
+            bad = resmod.watch_problems(watch)
+            if not any(ln.startswith("during ") for ln in watch):
+                bad.append("no check during the run")
+            problems += [f"the throughput pass: {arm} {r.name()}: {b}" for b in bad]
     return problems
 
 
@@ -198,21 +237,26 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
     (out / "console.txt").write_text(res.output)
     marks = parse_marks(res.output)
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
-    report = ""
-    kind = hw.SHARE if req.share else hw.MAIN
+    reports: Dict[str, str] = {}
     with _work(guest_work):
         try:
-            hw.report_again(plots=True, kind=kind)
-            report = (guest_work / "results" / kind.prefix / hwreport.REPORT).read_text()
-        except (LabError, OSError) as e:
+            hw.report_again(plots=True, kinds=req.kinds())
+        except LabError as e:
             say(f"  rehearsal: no report ({e})")
-    problems = check(marks, report, req)
-    switch = {} if req.share else switch_values(guest_work / "results", req.bench[0])
+        for kind in req.kinds():
+            try:
+                reports[kind.name] = (guest_work / "results" / kind.prefix
+                                      / hwreport.REPORT).read_text()
+            except OSError as e:
+                say(f"  rehearsal: no report of the {kind.name} pass ({e})")
+    problems = check(marks, reports, req) + check_clean(guest_work / "results", req)
+    probing = hw.PROBE_PASS in req.kinds()
+    switch = switch_values(guest_work / "results", req.bench[0]) if probing else {}
     if switch:
         say("  rehearsal: " + SWITCH_METRIC + ": " +
             ", ".join(f"{a} {v:.3f}" for a, v in switch.items()))
-    if not req.share:       # the share pass's probe does not count idle_cpu() probes
+    if probing:     # only the probe pass counts idle_cpu() probes
         problems += check_switch(switch, req)
     for p in problems:
         say(f"  rehearsal: {p}")
-    return RehearsalOutcome(not problems, report, problems, res.seconds)
+    return RehearsalOutcome(not problems, "\n".join(reports.values()), problems, res.seconds)

@@ -40,10 +40,17 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
     """A rough duration of a plan, for progress and the time limit."""
     # Under TCG (one thread) a run costs about 25 s besides the workload:
     # bpftrace attaching, bcc compiling, the counting window's handshakes;
-    # the tools' trials before the first run about a minute.
-    per = {True: plan.seconds + (25 if accel == "tcg" else 10),
-           False: 35 if accel == "tcg" else 20}
-    return 90 + sum(per[w.timed] + w.overhead for w in plan.workloads) * plan.runs
+    # the tools' trials before the first run about a minute.  A clean run
+    # has none of it, only the runner's checks.
+    if plan.clean:
+        per = {True: plan.seconds + (5 if accel == "tcg" else 2), False: 15 if accel == "tcg"
+               else 5}
+        start = 10
+    else:
+        per = {True: plan.seconds + (25 if accel == "tcg" else 10),
+               False: 35 if accel == "tcg" else 20}
+        start = 90
+    return start + sum(per[w.timed] + w.overhead for w in plan.workloads) * plan.runs
 
 
 class Progress:
@@ -58,7 +65,7 @@ class Progress:
 
     def _finished(self) -> int:
         return sum(1 for w in self.plan.workloads for i in range(self.plan.runs)
-                   if (self.raw / f"{w.name}-{i}" / "schedstat-after.txt").is_file())
+                   if (self.raw / f"{w.name}-{i}" / "stat-after.txt").is_file())
 
     def _loop(self) -> None:
         seen = -1

@@ -24,6 +24,11 @@ KNOB_DIR = "/sys/kernel/debug/sched"
 _KNOB_NAME = re.compile(r"[a-z0-9_]+")
 _KNOB_VALUE = re.compile(r"[A-Za-z0-9_.+-]+")
 RUN_MARK = "@@schedlab-run"
+# The most seconds between the runner's checks during a clean run (a third
+# of --seconds where that is less), and two of the places it looks.
+WATCH_EVERY = 5
+TRACEFS = "/sys/kernel/tracing"
+KPROBES_LIST = "/sys/kernel/debug/kprobes/list"
 # The files of KNOB_DIR a plan may write: 7.3's own (kernel/sched/debug.c),
 # the series' newidle_cost_pct and the kit's swb_state (patches/kit/).  A
 # tree with more adds them here.
@@ -77,6 +82,12 @@ class Plan:
                            "measured alone; run one plan per cost probe")
 
     @property
+    def clean(self) -> bool:
+        """No probe: nothing is attached to the runs, and the runner checks
+        that nothing is (guest/run-plan.sh)."""
+        return not self.probes
+
+    @property
     def limit(self) -> int:
         """The time limit of one workload run."""
         return max(120, 6 * self.seconds, *(w.min_limit for w in self.workloads))
@@ -89,7 +100,7 @@ class Plan:
 
     def needs(self) -> List[str]:
         """The tools the plan runs."""
-        need = {"bpftrace"}
+        need = set() if self.clean else {"bpftrace"}
         for w in self.workloads:
             need.update(w.tools)
         # latency-lb runs with latency's tool (probes.probe_names).
@@ -146,6 +157,10 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("KNOB_DIR", KNOB_DIR),
         _env_line("RUN_MARK", RUN_MARK),
         _env_line("SIGDFL", package_file("guest/sigdfl")),
+        _env_line("CLEAN", 1 if plan.clean else 0),
+        _env_line("WATCH_EVERY", max(1, min(WATCH_EVERY, plan.seconds // 3))),
+        _env_line("TRACEFS", TRACEFS),
+        _env_line("KPROBES_LIST", KPROBES_LIST),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(

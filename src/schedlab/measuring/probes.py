@@ -313,7 +313,13 @@ DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %"),)
 
 
+# The probe list of a clean run: nothing attached (guest/run-plan.sh checks).
+NO_PROBES = "none"
+
+
 def probe_names(text: Optional[str]) -> List[str]:
+    if text == NO_PROBES:
+        return []
     names = text.split(",") if text else list(DEFAULT_PROBES)
     for alone in ("insns",):
         if alone in names and len(names) > 1:

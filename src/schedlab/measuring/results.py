@@ -130,6 +130,9 @@ class Run(_Record):
     key: Optional[str] = None
     boot: Optional[int] = None
     calibration: Optional[Dict[str, Any]] = None    # the cost probes' (icount.py)
+    # A clean run's checks that nothing was attached, before, during and
+    # after it: the runner's watch.txt, one line each.
+    watch: Optional[List[str]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
     def name(self) -> str:
@@ -180,8 +183,10 @@ def parse_run(d: Path, w: workmod.Workload,
               probes_used: Sequence[str] = tuple(probemod.DEFAULT_PROBES),
               latency_tool: str = "bpftrace", schedstat: bool = True,
               overhead: Optional[float] = None,
-              core_of: Optional[Dict[int, int]] = None) -> Run:
-    """Metrics of one run folder; 'complete' false with the reasons when not."""
+              core_of: Optional[Dict[int, int]] = None, clean: bool = False) -> Run:
+    """Metrics of one run folder; 'complete' false with the reasons when not.
+    CLEAN: a run with nothing attached (no probe output, no schedstat), valid
+    only if the runner's checks saw nothing attached (watch_problems())."""
     metrics: Dict[str, parsers.Metric] = {}
     problems = _lines(d, "problems.txt")
     status = _read(d, "status.txt").strip()
@@ -199,6 +204,8 @@ def parse_run(d: Path, w: workmod.Workload,
         secs = float(_read(d, "seconds.txt").strip())
     except ValueError:
         secs = 0.0
+    if clean:
+        return _clean_run(d, metrics, problems, secs)
     probe_out = _read(d, "probe.txt")
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
                              _read(d, "latency.txt"),
@@ -236,6 +243,33 @@ def parse_run(d: Path, w: workmod.Workload,
                raw={"workload": _read(d, "workload.txt")[-4000:], "probe": probe_out[-4000:]})
 
 
+def watch_problems(watch: Sequence[str]) -> List[str]:
+    """What the runner's checks of a clean run (watch.txt) make of it: each
+    finding, or the checks missing; none for a run with nothing attached."""
+    if not any(ln.startswith("before:") for ln in watch) or \
+            not any(ln.startswith("after:") for ln in watch):
+        return ["the runner's checks before and after the run are missing (watch.txt)"]
+    found = [ln for ln in watch if not ln.endswith(": clean")]
+    return [f"attached beside a clean run: {ln}" for ln in found[:5]] + (
+        [f"... and {len(found) - 5} more findings"] if len(found) > 5 else [])
+
+
+def _clean_run(d: Path, metrics: Dict[str, parsers.Metric], problems: List[str],
+               secs: float) -> Run:
+    watch = _lines(d, "watch.txt")
+    problems = problems + watch_problems(watch)
+    try:
+        metrics.update(parsers.proc_stat_busy(_read(d, "stat-before.txt"),
+                                              _read(d, "stat-after.txt")))
+    except ValueError as exc:
+        problems.append(str(exc))
+    return Run(complete=not problems, problems=sorted(set(problems)),
+               notes=_lines(d, "notes.txt"), seconds=secs,
+               command=_read(d, "command.txt").strip(),
+               metrics={k: m.__dict__ for k, m in metrics.items()},
+               raw={"workload": _read(d, "workload.txt")[-4000:]}, watch=watch)
+
+
 @dataclass
 class GuestFacts:
     """What the plan runner found out about the kernel and its tools."""
@@ -265,7 +299,8 @@ def _parse_in_plan(raw: Path, w: workmod.Workload, index: int, probes_used: Sequ
     run = parse_run(raw / f"{w.name}-{index}", w, probes_used, latency_tool,
                     schedstat=not any(m.startswith("schedstat:") for m in probes_missing),
                     overhead=cal.overhead if cal else None,
-                    core_of=parsers.parse_cores(_read(raw, "cores.txt")))
+                    core_of=parsers.parse_cores(_read(raw, "cores.txt")),
+                    clean=_read(raw, "pass.txt").strip() == "clean")
     if cal:
         run.calibration = cal.to_json()
         bad = set()
@@ -334,7 +369,7 @@ def reparse_folder(folder: Path) -> List[Run]:
                              probemod.DEFAULT_PROBES if st.probes is None else st.probes,
                              st.latency_tool or "none", r.probes_missing or [])
         for name in ("complete", "problems", "notes", "seconds", "command", "metrics",
-                     "histograms", "raw", "calibration"):
+                     "histograms", "raw", "calibration", "watch"):
             setattr(r, name, getattr(new, name))
         write_json(f, r)
         done.append(r)
@@ -422,7 +457,7 @@ def check_runs(runs: List[Run], probes: Sequence[str]) -> List[str]:
             for spec in probemod.PROBES[p].metrics:
                 if spec.expected and spec.name not in metrics:
                     problems.append(f"{name}: no {spec.name!r}")
-        if not any(m.startswith("balance ") for m in metrics):
+        if r.watch is None and not any(m.startswith("balance ") for m in metrics):
             problems.append(f"{name}: no /proc/schedstat balance counts")
         if "cpu busy" not in metrics:
             problems.append(f"{name}: no CPU busy % from /proc/stat")
