@@ -1,6 +1,7 @@
 """The hardware kit's checks: what it needs of the kernel, the machine, the tools."""
 
 import json
+from contextlib import contextmanager
 from contextlib import nullcontext as _no_raise
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from schedlab.core.util import LabError
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, hwreport, machine
+from schedlab.kit import hw, hwreport, machine, noise
 
 ARM = {a.name: a for a in armmod.KIT_ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in machine.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
@@ -374,6 +375,16 @@ def _fake_kit(tmp_path, monkeypatch, behaviour):
     monkeypatch.setattr(machine, "preflight", lambda: machine.Preflight([]))
     monkeypatch.setattr(machine, "machine_record", lambda: {"model": "test box"})
     monkeypatch.setattr(machine, "kernel_pieces", lambda d: [n.name for n in machine.KERNEL_NEEDS])
+    monkeypatch.setattr(noise, "record", lambda: {"governor": "powersave x 4",
+                                                  "busy processes": []})
+    pins = []
+
+    @contextmanager
+    def pinned(pin):
+        pins.append(pin)
+        yield "performance set on 4 CPU(s), put back after" if pin else "left"
+    pinned.pins = pins      # type: ignore[attr-defined]
+    monkeypatch.setattr(noise, "pinned", pinned)
     asked = []
 
     def fake(req, tables_only=False):
@@ -403,6 +414,7 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     assert [t for t, _ in asked] == [False]
     req = asked[0][1]
     assert req.prefix == "hw-tp" and req.plan.probes == () and req.plan.clean
+    assert req.plan.warmup      # each benchmark once before its runs, not recorded
     # The reference writes every switch as the series posts it: no arm runs
     # in another's leftover.
     assert req.arms[0].knobs == (("swb_state", "4"), ("newidle_cost_pct", "100"),
@@ -411,12 +423,17 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
     assert record["pass"] == "throughput" and not (tmp_path / "hw" / hw.RUN_RECORD).exists()
     assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 3
-    assert record["machine"] == {"model": "test box"} and record["order_seed"] == 7
+    assert record["machine"]["model"] == "test box" and record["order_seed"] == 7
+    assert record["machine"]["noise"]["governor"] == "powersave x 4"
     results = tmp_path / "results" / "hw-tp"
     text = (results / "report.md").read_text()
     assert text.startswith("# The series on test box: the hardware kit's report, the "
                            "throughput pass")
     assert "nothing was attached to the runs" in text
+    # What else moves the numbers, on record.
+    assert "| governor | powersave x 4 |" in text
+    assert "| governor for the runs | performance set on 4 CPU(s), put back after |" in text
+    assert "| other busy processes (over 5% of a CPU for 1 s before the runs) | none |" in text
     assert "test box" in text and "./schedlab hw --rounds 3" in text
     assert "series: 3 run(s) not finished" in text
     assert "| series | the series, every experimental feature off: the reference | " \
@@ -453,6 +470,11 @@ def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypa
         (tmp_path / "results" / prefix / "report.md").unlink()
     assert hw.report_again() == 0
     assert all((tmp_path / "results" / p / "report.md").is_file() for p in ("hw-tp", "hw"))
+    # The governor is pinned for the runs unless --no-pin; not for --check.
+    hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"], bench=["stress-100"],
+           pin=False)
+    hw.run(True)
+    assert noise.pinned.pins == [True, False, False]
     plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, ["series", "lbstats"])
     assert "passes, one after the other: throughput, probes" in plan
     assert "2 pass(es) x 2 arms x 5 rounds" in plan

@@ -162,6 +162,30 @@ def test_a_tracer_beside_a_clean_run_makes_it_invalid(tmp_path, monkeypatch):
         "the runner's checks before and after the run are missing (watch.txt)"]
 
 
+def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, monkeypatch):
+    plan, d, _ = _fake_plan(tmp_path, command="echo once >> $OUT_COUNT; echo Time: 1.5")
+    planmod.write(plan.with_(warmup=True), d)
+    count = tmp_path / "count"
+    env = dict(os.environ, PATH=f"{FAKEBIN}:{os.environ['PATH']}", OUT_COUNT=str(count))
+    out = tmp_path / "out"
+    out.mkdir()
+    env_text = (d / "plan.env").read_text()
+    assert "WARMUP=1\n" in env_text
+    (d / "plan.env").write_text(env_text.replace(planmod.KNOB_DIR, str(tmp_path / "sched")))
+    proc = subprocess.run(["bash", str(planmod.runner()), str(d), str(out)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert count.read_text() == "once\n" * 3        # the warm-up and the two runs
+    assert (out / "warmup-fake.txt").read_text() == "Time: 1.5\nstatus 0\n"
+    assert proc.stdout.count(planmod.RUN_MARK) == 2
+    monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
+    runs = resmod.collect("x", out, plan.workloads, plan.runs, resmod.Setting(topology="t"),
+                          "tcg")
+    assert len(runs) == 2
+    from schedlab.measuring import measure
+    assert measure.estimate_seconds(plan.with_(warmup=True)) > measure.estimate_seconds(plan)
+
+
 def test_knobs_are_written_checked_and_restored(tmp_path):
     plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_cost_pct", "1000")],
                                    f"cat {tmp_path}/sched/newidle_cost_pct; "

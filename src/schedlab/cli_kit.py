@@ -62,7 +62,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.report:
         return hw.report_again(not args.no_plots, kinds)
     return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kinds, args.seed)
+                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kinds, args.seed,
+                  not args.no_pin)
 
 
 def add_hw(sub: Sub) -> None:
@@ -134,6 +135,10 @@ def add_hw(sub: Sub) -> None:
                         "phases (arms series and lbstats, " + ", ".join(hw.SHARE.bench)
                         + " by default; work/results/hw-share/; with --plan, --report, "
                         "--rehearse)")
+    p.add_argument("--no-pin", action="store_true",
+                   help="leave the CPU frequency governor as it is (by default every CPU's "
+                        "is set to performance for the runs and put back after; the report "
+                        "records which)")
     p.add_argument("--no-plots", action="store_true",
                    help="tables only (matplotlib is slow in a TCG guest: the rehearsal "
                         "makes the plots on the host with --report)")

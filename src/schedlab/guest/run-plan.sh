@@ -16,7 +16,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 . "$PLAN/plan.env"
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
-: "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?}"
+: "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?} ${WARMUP:?}"
 
 PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
 MOUNTED=
@@ -413,9 +413,16 @@ k=0
 while read -r name i <&3; do
 	k=$(( k + 1 ))
 	d=$OUT/$name-$i
+	cmd=$(cat "$PLAN/cmd/$name")
+	# The warm-up: the workload once before its first run, nothing attached
+	# yet, its output kept apart and not parsed.
+	if [ "$WARMUP" = 1 ] && [ "$i" = 0 ]; then
+		echo "warm-up $name"
+		(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$OUT/warmup-$name.txt" 2>&1 < /dev/null 3<&-
+		echo "status $?" >> "$OUT/warmup-$name.txt"
+	fi
 	mkdir -p "$d"
 	echo "$RUN_MARK $k/$total $name $i"
-	cmd=$(cat "$PLAN/cmd/$name")
 	echo "$cmd" > "$d/command.txt"
 	if [ "$CLEAN" = 1 ]; then
 		run_clean "$d" "$cmd"

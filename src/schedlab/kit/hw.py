@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
-from schedlab.kit import hwreport, machine
+from schedlab.kit import hwreport, machine, noise
 from schedlab.kit.arms import (KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here,
                                  check_rounds, patch_pairs)
 from schedlab.measuring import ab, measure
@@ -194,14 +194,16 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, in an order shuffled with ORDER_SEED (None: as given), rounds for
     boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
-    KernelNeeds this kernel has, arm_knobs())."""
+    KernelNeeds this kernel has, arm_knobs()); each benchmark warmed up once
+    an arm and round, not recorded."""
     bench = list(bench or kind.bench)
     if not kind.arms and "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
     plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c
                                                              and kind is PROBE_PASS else ""),
                              runs=runs, seconds=seconds,
-                             schbench=Path(shutil.which("schbench") or "schbench"))
+                             schbench=Path(shutil.which("schbench") or "schbench")
+                             ).with_(warmup=True)
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, "host", arm_knobs(a, present))
                                    for a in arms),
@@ -320,14 +322,26 @@ def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
         fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
         bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
         plots: bool = True, c2c: bool = False, kinds: Sequence[Pass] = DEFAULT_PASSES,
-        seed: Optional[int] = None) -> int:
+        seed: Optional[int] = None, pin: bool = True) -> int:
     """`./schedlab hw`: the preflight, the machine record, then each pass of
-    KINDS in turn: its runs and its report."""
+    KINDS in turn: its runs and its report; with PIN, under the performance
+    governor (put back after)."""
     check_rounds(rounds)
     pf = machine.preflight()
     say("hw: what the kit needs here")
     say(pf.text())
+    with noise.pinned(pin and pf.ok and not check_only) as pinning:
+        return _run(pf, pinning, check_only, rounds, runs, seconds, fresh, arm_names, bench,
+                    argv, plots, c2c, kinds, seed)
+
+
+def _run(pf: machine.Preflight, pinning: str, check_only: bool, rounds: int, runs: int,
+         seconds: int, fresh: bool, arm_names: Optional[Sequence[str]],
+         bench: Optional[Sequence[str]], argv: Sequence[str], plots: bool, c2c: bool,
+         kinds: Sequence[Pass], seed: Optional[int]) -> int:
     box = machine.machine_record()
+    box["noise"] = noise.record() | {"governor for the runs": pinning}
+    say("  " + "; ".join(f"{k}: {v}" for k, v in box["noise"].items() if v))
     for kind in kinds:
         out = work_dir() / kind.prefix
         out.mkdir(parents=True, exist_ok=True)

@@ -66,6 +66,12 @@ def machine_section(machine: dict) -> List[str]:
              "SG_STATS_REUSE keeps no sums)", machine.get("llc_balancing", "")),
             ("kernel", machine.get("kernel", "")),
             ("config hash", machine.get("config_hash", ""))]
+    noise = machine.get("noise") or {}
+    rows += [(k, ", ".join(v) if isinstance(v, list) else str(v))
+             for k, v in noise.items() if k != "busy processes"]
+    busy = noise.get("busy processes")
+    rows.append(("other busy processes (over 5% of a CPU for 1 s before the runs)",
+                 ", ".join(busy) if busy else "none" if busy == [] else ""))
     out = ["| | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in rows if v]
     if machine.get("lpar"):

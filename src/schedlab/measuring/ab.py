@@ -260,7 +260,8 @@ def _measure(req: AbRequest, st: Report) -> None:
                                 plan.latency_tool, req.online]
                                + ([plan.accel] if plan.accel != "auto" else [])
                                + ([req.boots] if req.boots > 1 else [])
-                               + ([dict(a.knobs)] if a.knobs else []),
+                               + ([dict(a.knobs)] if a.knobs else [])
+                               + (["warm-up"] if plan.warmup else []),
                                sort_keys=True) for a in arms}
     if req.on_start:
         req.on_start()

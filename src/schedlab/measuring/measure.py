@@ -50,7 +50,8 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
         per = {True: plan.seconds + (25 if accel == "tcg" else 10),
                False: 35 if accel == "tcg" else 20}
         start = 90
-    return start + sum(per[w.timed] + w.overhead for w in plan.workloads) * plan.runs
+    runs = plan.runs + (1 if plan.warmup else 0)
+    return start + sum(per[w.timed] + w.overhead for w in plan.workloads) * runs
 
 
 class Progress:

@@ -65,6 +65,9 @@ class Plan:
     latency_tool: str = "auto"
     knobs: Tuple[Tuple[str, str], ...] = ()
     accel: str = "auto"     # "icount": the guest clock counts instructions (vm.py)
+    # One run of each workload before its first, not recorded (the kit's:
+    # caches, the page cache, a server's start).
+    warmup: bool = False
 
     def __post_init__(self) -> None:
         if self.runs < 1 or self.seconds < 1:
@@ -158,6 +161,7 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("RUN_MARK", RUN_MARK),
         _env_line("SIGDFL", package_file("guest/sigdfl")),
         _env_line("CLEAN", 1 if plan.clean else 0),
+        _env_line("WARMUP", 1 if plan.warmup else 0),
         _env_line("WATCH_EVERY", max(1, min(WATCH_EVERY, plan.seconds // 3))),
         _env_line("TRACEFS", TRACEFS),
         _env_line("KPROBES_LIST", KPROBES_LIST),

@@ -21,7 +21,8 @@ def plan_fields(plan: Plan) -> Dict[str, Any]:
     stays 'auto' even where ab pins it to base's)."""
     return {"plan": plan.names(), "probes": list(plan.probes), "runs": plan.runs,
             "seconds": plan.seconds, "attach": plan.attach, "latency_tool": plan.latency_tool,
-            "accel": plan.accel, "knobs": dict(plan.knobs)}
+            "accel": plan.accel, "knobs": dict(plan.knobs),
+            **({"warmup": True} if plan.warmup else {})}
 
 
 def _plain(value: Any) -> Any:
