@@ -407,8 +407,9 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     stale.mkdir(parents=True)
     (tmp_path / "results" / "hw-tp" / "headline-series-vs-lbstats.md").write_text("old")
     with pytest.raises(KeyboardInterrupt):
-        hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
-               bench=["stress-100"], argv=["./schedlab", "hw", "--rounds", "3"], seed=7)
+        hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+                                bench=("stress-100",), argv=("./schedlab", "hw", "--rounds", "3"),
+                                seed=7))
     # No tables after an interruption: they need every round pooled. The
     # throughput pass comes first, and the probe pass does not start.
     assert [t for t, _ in asked] == [False]
@@ -457,8 +458,8 @@ def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypa
         req.on_start()
         return 0
     asked = _fake_kit(tmp_path, monkeypatch, finished)
-    assert hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
-                  bench=["stress-100"]) == 0
+    assert hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+                                   bench=("stress-100",))) == 0
     runs = [req for tables, req in asked if not tables]
     assert [r.prefix for r in runs] == ["hw-tp", "hw"]
     assert runs[0].plan.probes == () and list(runs[1].plan.probes) == hw.PROBES.split(",")
@@ -471,13 +472,61 @@ def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypa
     assert hw.report_again() == 0
     assert all((tmp_path / "results" / p / "report.md").is_file() for p in ("hw-tp", "hw"))
     # The governor is pinned for the runs unless --no-pin; not for --check.
-    hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"], bench=["stress-100"],
-           pin=False)
+    hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+                            bench=("stress-100",), pin=False))
     hw.run(True)
     assert noise.pinned.pins == [True, False, False]
     plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, ["series", "lbstats"])
     assert "passes, one after the other: throughput, probes" in plan
     assert "2 pass(es) x 2 arms x 5 rounds" in plan
+
+
+def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_path,
+                                                                          monkeypatch):
+    # Synthetic runs: one per arm and round, the spread falling as rounds
+    # come; a 95% interval of 49.7% of the mean at 3 rounds, 13.3% at 6.
+    values = [90, 110, 100, 100, 100, 100, 100, 100, 100, 100]
+    boots = []
+
+    def measured(req):
+        req.on_start()
+        boots.append(req.boots)
+        for arm in req.arms:
+            d = tmp_path / "results" / f"{req.prefix}-{arm.name}"
+            for old in d.glob("run-*.json") if req.fresh else ():   # as 'ab' clears them
+                old.unlink()
+            d.mkdir(parents=True, exist_ok=True)
+            for k in range(req.boots):
+                (d / f"run-stress-100-{k}.json").write_text(json.dumps({
+                    "workload": "stress-100", "run": k, "complete": True, "metrics": {
+                        "stress-ng cpu bogo-ops/s": {"value": values[k], "unit": "ops/s",
+                                                     "kind": "rate",
+                                                     "higher_is_better": True}}}))
+        return 0
+    _fake_kit(tmp_path, monkeypatch, measured)
+    kit = hw.KitRun(3, 10, 15.0, seconds=5, arms=("series", "lbstats"), bench=("stress-100",),
+                    kinds=(hw.THROUGHPUT,))
+    assert hw.run(False, kit) == 0
+    assert boots == [3, 4, 5, 6]
+    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
+    assert record["rounds"] == 6 and record["stopping"]["met"]
+    text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()
+    assert "rounds stopped at: 6: every headline interval within 15.0% of its mean" in text
+    assert "### What survives the correction for many comparisons" in text
+    assert "| lbstats | series | stress-100 | stress-ng cpu bogo-ops/s (ops/s) | +0.00 | 1 | 1 |" \
+        in text
+    boots.clear()
+    assert hw.run(False, hw.KitRun(3, 5, 15.0, seconds=5, arms=("series", "lbstats"),
+                                   bench=("stress-100",), kinds=(hw.THROUGHPUT,),
+                                   fresh=True)) == 0
+    assert boots == [3, 4, 5]
+    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
+    assert record["rounds"] == 5 and not record["stopping"]["met"]
+    assert record["stopping"]["widest"].startswith("series stress-100 stress-ng cpu bogo-ops/s")
+    for bad, what in ((hw.KitRun(5, 4), "--max-rounds 4 is below --rounds 5"),
+                      (hw.KitRun(width=0), "--ci-width 0")):
+        with pytest.raises(LabError, match=what):
+            hw.run(False, bad)
 
 
 def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):
@@ -496,13 +545,13 @@ def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
     def refused(req):
         raise LabError("resume: a different request")
     _fake_kit(tmp_path, monkeypatch, refused)
-    results = tmp_path / "results" / "hw"
+    results = tmp_path / "results" / "hw-tp"
     results.mkdir(parents=True)
     (results / "report.md").write_text("the last run's report")
     with pytest.raises(LabError):
-        hw.run(False, rounds=3, seconds=5, arm_names=["series", "lbstats"],
-               bench=["stress-100"])
-    assert not (tmp_path / "hw" / hw.RUN_RECORD).exists()
+        hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+                                bench=("stress-100",)))
+    assert not (tmp_path / "hw-tp" / hw.RUN_RECORD).exists()
     assert (results / "report.md").read_text() == "the last run's report"
 
 
@@ -667,8 +716,8 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     main_report = tmp_path / "results" / "hw" / "report.md"
     main_report.parent.mkdir(parents=True)
     main_report.write_text("the benchmarks' report")
-    assert hw.run(False, rounds=3, seconds=5, argv=["./schedlab", "hw", "--lb-share"],
-                  kinds=(hw.SHARE,)) == 0
+    assert hw.run(False, hw.KitRun(3, 3, seconds=5, argv=("./schedlab", "hw", "--lb-share"),
+                                   kinds=(hw.SHARE,))) == 0
     req = asked[0][1]
     # Only its probes: lb-share's programs on should_we_balance() would add
     # to what funclatency times there; lb-time gives its replay the

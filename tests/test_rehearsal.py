@@ -11,7 +11,8 @@ REQ = rehearsal.RehearsalRequest()
 
 def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
     s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"))
-    assert "-m schedlab hw --rounds 1 --runs 1 --seconds 3 --bench stress-100 --no-plots --fresh" in s
+    assert "-m schedlab hw --rounds 1 --max-rounds 1 --runs 1 --seconds 3 --bench stress-100 " \
+        "--no-plots --fresh" in s
     for a in REQ.arms:
         assert f"--arm {a}" in s
     assert "SCHEDLAB_WORK=/w/guest" in s and "SCHEDLAB_KERNEL_CONFIG=/b/.config" in s
@@ -20,7 +21,7 @@ def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
     assert "pgrep -f -d, '[b]pftrace|[f]unclatency|" in s
     s = rehearsal.guest_script(rehearsal.RehearsalRequest(rounds=2, runs=3), Path("/b/.config"),
                                Path("/w/guest"))
-    assert "hw --rounds 2 --runs 3 --seconds 3" in s and "--c2c" not in s
+    assert "hw --rounds 2 --max-rounds 2 --runs 3 --seconds 3" in s and "--c2c" not in s
     s = rehearsal.guest_script(rehearsal.RehearsalRequest(c2c=True), Path("/b/.config"),
                                Path("/w/guest"))
     assert s.count("--c2c") == 1

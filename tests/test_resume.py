@@ -124,6 +124,22 @@ def test_ab_stopped_half_way_resumes_at_the_first_missing_boot(tmp_path, monkeyp
     assert lab.calls == [] and lab.outputs() == whole.outputs()
 
 
+def test_more_boots_of_the_same_request_keep_the_boots_finished(tmp_path, monkeypatch):
+    whole = FakeLab(tmp_path / "whole", monkeypatch)
+    ab.run(request(boots=3))
+    lab = FakeLab(tmp_path / "grown", monkeypatch)
+    ab.run(request())
+    lab.calls.clear()
+    ab.run(request(boots=3))
+    assert lab.calls == [f"ab-t-{a}/boot-2" for a in ("base", "patched", "x4")]
+    assert lab.outputs() == whole.outputs()      # the three boots pooled as one run's
+    assert resume.read(tmp_path / "grown/work/results/ab-t").request["boots"] == 3
+    assert resume.more_boots({"boots": 2, "runs": 2}, {"boots": 3, "runs": 2})
+    for old, new in (({"boots": 1}, {"boots": 2}), ({"boots": 3}, {"boots": 2}),
+                     ({"boots": 2, "runs": 2}, {"boots": 3, "runs": 3})):
+        assert not resume.more_boots(old, new)
+
+
 def test_a_boot_with_incomplete_runs_is_measured_again(tmp_path, monkeypatch):
     lab = FakeLab(tmp_path, monkeypatch, incomplete_at=2)
     ab.run(request(boots=1, arms=ARMS[:2]))
@@ -148,8 +164,8 @@ def test_another_request_is_refused_with_what_differs(tmp_path, monkeypatch):
         ab.run(request(arms=tuple(other)))
     with pytest.raises(LabError, match="plan: .*stress-50.* there"):
         ab.run(request(plan=PLAN.with_(workloads=PLAN.workloads[:1])))
-    with pytest.raises(LabError, match="boots: 2 there, 3 now"):
-        ab.run(request(boots=3))
+    with pytest.raises(LabError, match="boots: 2 there, 1 now"):
+        ab.run(request(boots=1))
     assert lab.calls == []
     # The series changed since: refused after the builds, naming them.
     FakeLab(tmp_path, monkeypatch, commit="c2")

@@ -44,7 +44,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
                                 ("--arm", args.arm), ("--bench", args.bench),
                                 ("--runs", args.runs != 1), ("--c2c", args.c2c),
                                 ("--seed", args.seed is not None),
-                                ("--pass", args.pass_name)) if v]
+                                ("--pass", args.pass_name),
+                                ("--max-rounds", args.max_rounds)) if v]
         if given:
             raise LabError(f"hw --switch-proof has its own arms, workloads and runs "
                            f"(kitproof.py); {', '.join(given)} would be ignored: drop it")
@@ -52,18 +53,20 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.seed is not None and (args.plan or args.report or args.check):
         raise LabError("hw --seed orders the arms of a run; --plan, --report and --check "
                        "run none")
-    args.rounds = args.rounds or 5
-    armmod.check_rounds(args.rounds)
-    seconds = args.seconds or 30
+    rounds = args.rounds or 5
+    kit = hw.KitRun(rounds, args.max_rounds or max(hw.KitRun.max_rounds, rounds),
+                    args.ci_width, args.runs, args.seconds or 30, args.fresh,
+                    tuple(args.arm) if args.arm else None, tuple(bench) if bench else None,
+                    ("./schedlab", *sys.argv[1:]), not args.no_plots, args.c2c, kinds,
+                    args.seed, not args.no_pin)
+    kit.check()
     if args.plan:
-        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), args.rounds, args.runs,
-                         seconds, args.arm, bench, kinds))
+        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), kit.rounds, kit.runs,
+                         kit.seconds, args.arm, bench, kinds))
         return 0
     if args.report:
         return hw.report_again(not args.no_plots, kinds)
-    return hw.run(args.check, args.rounds, args.runs, seconds, args.fresh, args.arm, bench,
-                  ["./schedlab", *sys.argv[1:]], not args.no_plots, args.c2c, kinds, args.seed,
-                  not args.no_pin)
+    return hw.run(args.check, kit)
 
 
 def add_hw(sub: Sub) -> None:
@@ -104,6 +107,13 @@ def add_hw(sub: Sub) -> None:
     p.add_argument("--rounds", type=positive_int, default=None,
                    help=f"rounds of all arms, each arm once a round (default 5, at least "
                         f"{armmod.MIN_ROUNDS}; 1 with --rehearse)")
+    p.add_argument("--max-rounds", type=positive_int, default=None, metavar="N",
+                   help=f"the most rounds: after --rounds, a round more while a headline "
+                        f"metric's 95%% interval is wider than --ci-width (default "
+                        f"{hw.KitRun.max_rounds})")
+    p.add_argument("--ci-width", type=float, default=hw.KitRun.width, metavar="PCT",
+                   help="the widest 95%% interval of a headline metric's mean, in percent of "
+                        "the mean, before the rounds stop (default %(default)s)")
     p.add_argument("--seed", type=int, default=None, metavar="N",
                    help="the seed that shuffles the arms' order every round (default: a new "
                         "one, or the one of the run this resumes; the report names it)")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
-from schedlab.kit import hwreport, machine, noise
+from schedlab.kit import hwreport, machine, noise, significance
 from schedlab.kit.arms import (KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here,
                                  check_rounds, patch_pairs)
 from schedlab.measuring import ab, measure
@@ -260,18 +260,23 @@ def report(record: dict, tables: bool = True) -> Path:
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     box = record.get("machine") or hwreport.load_json(work_dir() / kind.prefix / "machine.json")
     folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
-    path = hwreport.write(resmod.results_dir(kind.prefix), box,
-                          _arm_states(arms, record["rounds"], record["runs"], bench,
-                                      record.get("switches", ()), kind),
+    states = _arm_states(arms, record["rounds"], record["runs"], bench,
+                         record.get("switches", ()), kind)
+    family = significance.headline_tests(
+        {a.name: f for a, f in zip(arms, folders)},
+        [(a, b) for a, b, _ in hwreport.pairs(states)]) if len(states) > 1 else []
+    path = hwreport.write(resmod.results_dir(kind.prefix), box, states,
                           record["argv"], record.get("missing", ()),
                           record.get("left_out", ()),
                           {k: record[k] for k in ("rounds", "runs", "seconds")}
                           | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few "
                               "for a comparison)"} if record["rounds"] < MIN_ROUNDS else {})
                           | {"benchmarks": ", ".join(bench)}
-                          | _order_setting(record, [a.name for a in arms]),
+                          | _order_setting(record, [a.name for a in arms])
+                          | _stopping_setting(record),
                           hwreport.probes_missing(folders), kind.about,
-                          hwreport.run_notes(folders), kind.name)
+                          hwreport.run_notes(folders), kind.name,
+                          significance.section(family))
     say(f"hw: the report: {path}")
     return path
 
@@ -284,6 +289,18 @@ def _order_setting(record: dict, names: Sequence[str]) -> Dict[str, str]:
     rounds = ab.round_orders(names, seed, record["rounds"])
     return {"arm order": f"shuffled every round with seed {seed} ("
             + "; ".join(", ".join(r) for r in rounds) + ")"}
+
+
+def _stopping_setting(record: dict) -> Dict[str, str]:
+    """The report's line on when the rounds stopped."""
+    stop = record.get("stopping")
+    if not stop:
+        return {}
+    how = (f"every headline interval within {stop['width']}% of its mean"
+           if stop["met"] else f"the most rounds, {stop['max']}, with "
+           f"{stop['wide']} headline interval(s) still wider than {stop['width']}% "
+           f"(widest: {stop['widest']})")
+    return {"rounds stopped at": f"{record['rounds']}: {how}"}
 
 
 def _clear_tables(folder: Path) -> None:
@@ -318,37 +335,61 @@ def report_again(plots: bool = True, kinds: Sequence[Pass] = DEFAULT_PASSES) -> 
     return 0
 
 
-def run(check_only: bool, rounds: int = 5, runs: int = 1, seconds: int = 30,
-        fresh: bool = False, arm_names: Optional[Sequence[str]] = None,
-        bench: Optional[Sequence[str]] = None, argv: Sequence[str] = (),
-        plots: bool = True, c2c: bool = False, kinds: Sequence[Pass] = DEFAULT_PASSES,
-        seed: Optional[int] = None, pin: bool = True) -> int:
+@dataclass(frozen=True)
+class KitRun:
+    """What `./schedlab hw` is asked to run: the least and the most rounds
+    (more while a headline metric's 95% interval is wider than WIDTH percent
+    of its mean), the runs of each arm and benchmark a round, the arms (the
+    first the reference) and benchmarks by name (None: the pass's), the
+    passes, the seed of the arms' order, and the governor pinned."""
+    rounds: int = 5
+    max_rounds: int = 10
+    width: float = 5.0
+    runs: int = 1
+    seconds: int = 30
+    fresh: bool = False
+    arms: Optional[Tuple[str, ...]] = None
+    bench: Optional[Tuple[str, ...]] = None
+    argv: Tuple[str, ...] = ("./schedlab", "hw")
+    plots: bool = True
+    c2c: bool = False
+    kinds: Tuple[Pass, ...] = DEFAULT_PASSES
+    seed: Optional[int] = None
+    pin: bool = True
+
+    def check(self) -> None:
+        """Refused before the machine is looked at."""
+        check_rounds(self.rounds)
+        if self.max_rounds < self.rounds:
+            raise LabError(f"hw: --max-rounds {self.max_rounds} is below --rounds "
+                           f"{self.rounds}")
+        if not 0 < self.width <= 100:
+            raise LabError(f"hw: --ci-width {self.width}: a percentage above 0, at most 100")
+
+
+def run(check_only: bool, kit: KitRun = KitRun()) -> int:
     """`./schedlab hw`: the preflight, the machine record, then each pass of
-    KINDS in turn: its runs and its report; with PIN, under the performance
-    governor (put back after)."""
-    check_rounds(rounds)
+    KIT's in turn: its runs and its report; with kit.pin, under the
+    performance governor (put back after)."""
+    kit.check()
     pf = machine.preflight()
     say("hw: what the kit needs here")
     say(pf.text())
-    with noise.pinned(pin and pf.ok and not check_only) as pinning:
-        return _run(pf, pinning, check_only, rounds, runs, seconds, fresh, arm_names, bench,
-                    argv, plots, c2c, kinds, seed)
+    with noise.pinned(kit.pin and pf.ok and not check_only) as pinning:
+        return _run(pf, pinning, check_only, kit)
 
 
-def _run(pf: machine.Preflight, pinning: str, check_only: bool, rounds: int, runs: int,
-         seconds: int, fresh: bool, arm_names: Optional[Sequence[str]],
-         bench: Optional[Sequence[str]], argv: Sequence[str], plots: bool, c2c: bool,
-         kinds: Sequence[Pass], seed: Optional[int]) -> int:
+def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> int:
     box = machine.machine_record()
     box["noise"] = noise.record() | {"governor for the runs": pinning}
     say("  " + "; ".join(f"{k}: {v}" for k, v in box["noise"].items() if v))
-    for kind in kinds:
+    for kind in kit.kinds:
         out = work_dir() / kind.prefix
         out.mkdir(parents=True, exist_ok=True)
         (out / "machine.json").write_text(json.dumps(box, indent=1) + "\n")
         (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
                                                        indent=1) + "\n")
-    say(f"  the machine's record: {work_dir() / kinds[0].prefix / 'machine.json'}")
+    say(f"  the machine's record: {work_dir() / kit.kinds[0].prefix / 'machine.json'}")
     if not pf.ok:
         names = ", ".join(c.name for c in pf.missing())
         raise LabError(f"hw: cannot measure on this machine as it is: {names} "
@@ -359,19 +400,17 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, rounds: int, run
     present = machine.kernel_pieces(machine.DEBUG_SCHED)
     here, cannot = arms_here(present)
     status = 0
-    for kind in kinds:
-        arms, chosen = pick(here, arm_names or default_arms(kind, here), bench or kind.bench)
-        status = max(status, _run_pass(kind, arms, chosen, rounds, runs, seconds, fresh, argv,
-                                       plots, c2c, seed, box, present, cannot))
+    for kind in kit.kinds:
+        arms, chosen = pick(here, kit.arms or default_arms(kind, here), kit.bench or kind.bench)
+        status = max(status, _run_pass(kind, arms, chosen, kit, box, present, cannot))
     return status
 
 
-def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], rounds: int,
-              runs: int, seconds: int, fresh: bool, argv: Sequence[str], plots: bool,
-              c2c: bool, seed: Optional[int], box: dict, present: Sequence[str],
-              cannot: Sequence[KitArm]) -> int:
+def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: KitRun,
+              box: dict, present: Sequence[str], cannot: Sequence[KitArm]) -> int:
     """One pass of the kit: its 'ab' request, its record in work/PREFIX/run.json,
-    its report (also after Ctrl-C)."""
+    its report (also after Ctrl-C); a round more while a headline interval
+    is too wide, up to kit.max_rounds."""
     out = work_dir() / kind.prefix
     record: Dict[str, Any] = {}
     started: List[bool] = []
@@ -379,31 +418,59 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], rounds: 
     def begin() -> None:
         """The request was accepted: this run's record, no earlier tables."""
         (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
-        _clear_tables(resmod.results_dir(kind.prefix))
+        if not started:
+            _clear_tables(resmod.results_dir(kind.prefix))
         started.append(True)
 
-    seed = order_seed(kind, fresh, seed)
-    req = request(arms, rounds, runs, seconds, fresh, bench, plots, present, begin, c2c, kind,
-                  seed)
+    seed = order_seed(kind, kit.fresh, kit.seed)
+    rounds = kit.rounds
+
+    def req_of(n: int) -> ab.AbRequest:
+        return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
+                       kit.plots, present, begin, kit.c2c, kind, seed)
+
+    req = req_of(rounds)
     bench = [w.name for w in req.plan.workloads]
-    record.update({"argv": list(argv) or ["./schedlab", "hw"], "arms": [a.name for a in arms],
-                   "bench": bench, "rounds": rounds, "runs": runs, "seconds": seconds,
-                   "plots": plots, "switches": list(present), "c2c": c2c, "machine": box,
-                   "order_seed": seed,
-                   "pass": kind.name,
+    record.update({"argv": list(kit.argv), "arms": [a.name for a in arms],
+                   "bench": bench, "rounds": rounds, "runs": kit.runs, "seconds": kit.seconds,
+                   "plots": kit.plots, "switches": list(present), "c2c": kit.c2c,
+                   "machine": box, "order_seed": seed, "pass": kind.name,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in machine.TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})
     say(f"hw: the {kind.name} pass: arms {', '.join(a.name for a in arms)} (the first is the "
-        f"reference); benchmarks {', '.join(bench)}; {rounds} round(s), the arms shuffled "
-        f"every round with seed {seed} (--seed {seed} repeats the order)")
+        f"reference); benchmarks {', '.join(bench)}; {rounds} to {kit.max_rounds} rounds "
+        f"(until every headline 95% interval is within {kit.width}% of its mean), the arms "
+        f"shuffled every round with seed {seed} (--seed {seed} repeats the order)")
+    folders = {a.name: resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms}
+    status = 0
     try:
-        return ab.run(req)
+        while True:
+            status = ab.run(req)
+            wide = significance.too_wide(folders, kit.width)
+            record["stopping"] = {"width": kit.width, "max": kit.max_rounds, "met": not wide,
+                                  "wide": len(wide), "widest": _widest(wide)}
+            if not wide or rounds >= kit.max_rounds:
+                break
+            rounds += 1
+            record["rounds"] = rounds
+            say(f"hw: {len(wide)} headline interval(s) wider than {kit.width}% (widest: "
+                f"{_widest(wide)}): round {rounds} of at most {kit.max_rounds}")
+            req = req_of(rounds)
+        return status
     finally:
         # Also after Ctrl-C or a failed run, once the runs had started: the
         # report of what finished ('ab' made the tables when all did).
         if started:
+            (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
             try:
                 report(record, tables=False)
             except Exception as e:      # noqa: BLE001 - never hide why the run ended
                 say(f"hw: no report ({type(e).__name__}: {e}); '{_again(kind)}' tries again")
+
+
+def _widest(wide: Sequence[Tuple[str, str, str, float]]) -> str:
+    if not wide:
+        return ""
+    arm, workload, metric, w = wide[0]
+    return f"{arm} {workload} {metric}, {w:.1f}%"

@@ -141,7 +141,8 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
           settings: Optional[Dict[str, object]] = None,
           probes_missing: Sequence[str] = (), about: str = "",
-          notes: Sequence[str] = (), pass_name: str = "") -> Path:
+          notes: Sequence[str] = (), pass_name: str = "",
+          family: Sequence[str] = ()) -> Path:
     """The report into RESULTS/report.md (work/results/hw/, beside the 'ab'
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
@@ -174,6 +175,8 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     lines += ["", "### The A/A margins and each arm's verdict", "",
               eq or "No A/A margin in this report: it comes from the reference's repeat "
               "(series-again) in a run of three arms or more, once its runs finished."]
+    if family:
+        lines += ["", "### What survives the correction for many comparisons", "", *family]
     lines += pair_sections(results, arms)
     if notes:
         lines += ["", "## Notes of the runs", "",

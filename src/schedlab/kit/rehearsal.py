@@ -88,6 +88,7 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
     # --fresh: the guest's results folder is the host's, kept between
     # rehearsals; each rehearsal is a new boot and measures everything again.
     cmd = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
+           "--max-rounds", str(req.rounds),
           "--runs", str(req.runs), "--seconds", str(req.seconds),
           "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
               ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else []) + (

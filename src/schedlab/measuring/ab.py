@@ -259,7 +259,8 @@ def _measure(req: AbRequest, st: Report) -> None:
     keys = {a.name: json.dumps(ident[a.variant] + [req.topology, plan.seconds, list(plan.probes), plan.attach,
                                 plan.latency_tool, req.online]
                                + ([plan.accel] if plan.accel != "auto" else [])
-                               + ([req.boots] if req.boots > 1 else [])
+                               # not their number: a request may add boots
+                               + (["boots"] if req.boots > 1 else [])
                                + ([dict(a.knobs)] if a.knobs else [])
                                + (["warm-up"] if plan.warmup else []),
                                sort_keys=True) for a in arms}

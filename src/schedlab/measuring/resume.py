@@ -91,6 +91,17 @@ def _refusal(folder: Path, record: Record, diffs: List[str]) -> LabError:
                     "the start (replacing them); another --label keeps them")
 
 
+def more_boots(old: Dict[str, Any], new: Dict[str, Any]) -> bool:
+    """NEW is OLD with more boots (of two or more: one boot's runs are laid
+    out apart), and nothing else changed: the boots finished stand."""
+    old, new = _plain(old), _plain(new)
+    was, now = old.get("boots"), new.get("boots")
+    if not isinstance(was, int) or not isinstance(now, int) or not 1 < was < now:
+        return False
+    return {k: v for k, v in old.items() if k != "boots"} == \
+        {k: v for k, v in new.items() if k != "boots"}
+
+
 def start(folder: Path, command: str, request: Dict[str, Any], fresh: bool,
           result_sets: Iterable[Path] = ()) -> Record:
     """The record to go on with in FOLDER: the one there, with its finished
@@ -102,6 +113,10 @@ def start(folder: Path, command: str, request: Dict[str, Any], fresh: bool,
     if old is not None and old.finished and not fresh:
         diffs = differences({"command": old.command, **old.request},
                             {"command": command, **request})
+        if diffs and more_boots(old.request, request):
+            old.request = _plain(request)   # the same request with boots added
+            write(folder, old)
+            return old
         if diffs:
             raise _refusal(folder, old, diffs)
         return old

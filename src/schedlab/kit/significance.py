@@ -1,0 +1,98 @@
+"""What the kit's report may call significant, and when it has enough rounds.
+
+Every headline comparison of a pass (each pair of arms the report shows, the
+headline rows 'ab' picked for it) is one test of a family: Welch's t-test
+of the runs' values, then Holm's correction over the whole family, so that
+a report of hundreds of comparisons does not find differences by chance.
+The stopping rule asks of every arm's headline metrics that their 95%
+interval be narrow enough.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+from schedlab.core.util import LabError
+from schedlab.measuring import compare, stats
+from schedlab.measuring import tables as tablemod
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Test:
+    """One headline comparison: B against A on a benchmark's metric."""
+    a: str
+    b: str
+    workload: str
+    metric: str
+    unit: str
+    imp: float          # percent, > 0: B did better
+    p: float            # Welch's two-sided p-value
+    p_holm: float = 1.0
+
+    @property
+    def significant(self) -> bool:
+        return self.p_holm < ALPHA
+
+
+def _runs(folder: Path) -> List[dict]:
+    try:
+        return tablemod.load_runs(folder)
+    except LabError:
+        return []
+
+
+def headline_tests(folders: Dict[str, Path], pairs: Sequence[Tuple[str, str]]) -> List[Test]:
+    """Every headline comparison of PAIRS (arm names, FOLDERS their result
+    sets), Holm-corrected as one family; metrics with no better direction
+    are left out (nothing to call better)."""
+    raw = []
+    for a, b in pairs:
+        ra, rb = _runs(folders[a]), _runs(folders[b])
+        if not ra or not rb:
+            continue
+        for row in compare.headline(tablemod.rows(ra, rb)):
+            if row.neutral or row.imp is None:
+                continue
+            raw.append(Test(a, b, row.workload, row.metric, row.unit, row.imp,
+                            stats.welch_p(row.a_vals, row.b_vals)))
+    adjusted = stats.holm([t.p for t in raw])
+    return [Test(t.a, t.b, t.workload, t.metric, t.unit, t.imp, t.p, q)
+            for t, q in zip(raw, adjusted)]
+
+
+def section(tests: Sequence[Test]) -> List[str]:
+    """The report's table of the family: each comparison's change, p-value
+    and adjusted p-value, '*' where it survives the correction."""
+    if not tests:
+        return ["No headline comparison with finished runs of both arms yet."]
+    out = [f"{len(tests)} headline comparisons, one family: Welch's t-test of the runs' "
+           f"values, then {stats.HOLM}. '*': significant after the correction "
+           f"(adjusted p < {ALPHA}); only these may be called differences.", "",
+           "| B | against A | benchmark | metric | pct imp | p | Holm p | |",
+           "|---|---|---|---|---:|---:|---:|---|"]
+    for t in tests:
+        out.append(f"| {t.b} | {t.a} | {t.workload} | {t.metric} ({t.unit}) | "
+                   f"{t.imp:+.2f} | {t.p:.3g} | {t.p_holm:.3g} | "
+                   f"{'*' if t.significant else ''} |")
+    return out
+
+
+def too_wide(folders: Dict[str, Path], width: float) -> List[Tuple[str, str, str, float]]:
+    """(arm, benchmark, metric, width) of every headline metric whose 95%
+    interval of the mean is wider than WIDTH percent of the mean, the widest
+    first; an arm or metric with fewer than two finished runs is too wide."""
+    flagged = re.compile(compare.HEADLINE)
+    out = []
+    for arm, folder in folders.items():
+        for (workload, metric), ms in tablemod.by_metric(_runs(folder)).items():
+            if not flagged.search(metric) or ms[0].get("higher_is_better") is None:
+                continue
+            w = stats.ci_width_pct([m["value"] for m in ms])
+            if w > width:
+                out.append((arm, workload, metric, w))
+    return sorted(out, key=lambda x: -x[3])
