@@ -167,3 +167,10 @@ def test_run_make_logs_and_fails_with_the_errors(tmp_path, monkeypatch):
     text = log.read_text()
     assert text.startswith("before\n\n$ sh -c ")
     assert "kernel/sched/fair.o" in text and "\n$ sh -c 'echo '\"'\"'fair.c" in text
+
+
+def test_a_host_kernel_is_named_by_its_variant_and_sources():
+    edits = b.host_config_edits("patched", "0123456789abcdef")
+    i = edits.index("LOCALVERSION")
+    assert edits[i + 1] == "-schedlab-patched-01234567"
+    assert edits[edits.index("--disable") + 1] == "LOCALVERSION_AUTO"

@@ -204,9 +204,9 @@ def test_the_runs_are_an_ab_request_on_this_machine():
     assert req.record()["tree"] == "host"
 
 
-def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypatch):
-    from schedlab.core.stages import Report
-    from schedlab.measuring import ab
+def _host_ab(tmp_path, monkeypatch, measured):
+    """'ab' on this machine, the host's setting and config made up, each
+    arm's round measured by MEASURED(label, plan)."""
     from schedlab.measuring import measure as measuremod
     from schedlab.measuring import plan as planmod
     from schedlab.measuring import results as resmod
@@ -217,16 +217,49 @@ def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypat
                                                              config="host-config:x"))
     monkeypatch.setattr(planmod.Plan, "check_tools", lambda self: None)
     monkeypatch.setattr(resmod, "merge_boots", lambda *a, **k: [])
-    calls = []
     monkeypatch.setattr(measuremod, "measure_host",
-                        lambda label, plan, setting, timeout, key="":
-                        calls.append((label, dict(plan.knobs))) or [])
+                        lambda label, plan, setting, timeout, key="": measured(label, plan))
+
+
+def test_the_arms_interleave_round_by_round_with_their_knobs(tmp_path, monkeypatch):
+    from schedlab.core.stages import Report
+    from schedlab.measuring import ab
+    calls = []
+    _host_ab(tmp_path, monkeypatch, lambda label, plan:
+             calls.append((label, dict(plan.knobs))) or [])
     arms = (armmod.KIT_ARMS[0], ARM["lbstats"])
     ab._measure(hw.request(arms, rounds=2, runs=1, seconds=5), Report("ab"))
     assert calls == [("hw-series/boot-0", {}),
                      ("hw-lbstats/boot-0", {"features": "SG_STATS_REUSE"}),
                      ("hw-series/boot-1", {}),
                      ("hw-lbstats/boot-1", {"features": "SG_STATS_REUSE"})]
+
+
+def test_the_kernel_identity_names_the_labs_variant_and_sources():
+    ident = machine.kernel_identity("7.3.4-schedlab-patched-0123abcd", SERIES_CONFIG)
+    assert ident == {"release": "7.3.4-schedlab-patched-0123abcd", "variant": "patched",
+                     "sources": "0123abcd", "config": machine.config_hash(SERIES_CONFIG)}
+    assert machine.kernel_identity("6.1.0-27-amd64", "")["sources"] == ""
+
+
+def test_a_kernel_rebuilt_from_a_changed_series_is_refused_on_resume(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    from schedlab.core.stages import Report
+    from schedlab.measuring import ab
+    from schedlab.measuring import results as resmod
+    done = resmod.Run(complete=True)
+    calls = []
+    # The first round finished, the next not.
+    _host_ab(tmp_path, monkeypatch,
+             lambda label, plan: calls.append(label) or ([done] if len(calls) < 3 else []))
+    uname = namedtuple("uname", "release")
+    req = hw.request((armmod.KIT_ARMS[0], ARM["lbstats"]), rounds=3, runs=1, seconds=5)
+    monkeypatch.setattr(ab.os, "uname", lambda: uname("7.3.4-schedlab-patched-0123abcd"))
+    ab._measure(req, Report("ab"))
+    monkeypatch.setattr(ab.os, "uname", lambda: uname("7.3.4-schedlab-patched-89abcdef"))
+    with pytest.raises(LabError, match="builds: host: .*0123abcd.* there, .*89abcdef.* now"):
+        ab._measure(req, Report("ab"))
 
 
 def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch):

@@ -43,3 +43,25 @@ def test_unpack_pipeline_extracts_the_inner_tarball(tmp_path):
 def test_unpack_pipeline_fails_when_dpkg_deb_fails(tmp_path):
     done, _dest = _run(tmp_path, '#!/bin/sh\ncat "$2"\necho broken >&2\nexit 2\n')
     assert done.returncode != 0 and "broken" in done.stderr
+
+
+def test_the_content_id_follows_the_files_not_the_commit(tmp_path):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    git("init", "-q")
+    (tmp_path / "fair.c").write_text("int x;\n")
+    git("add", "fair.c")
+    git("commit", "-q", "-m", "one")
+    first = git("rev-parse", "HEAD")
+    git("commit", "-q", "--allow-empty", "-m", "the same files, applied again")
+    again = git("rev-parse", "HEAD")
+    (tmp_path / "fair.c").write_text("int y;\n")
+    git("commit", "-q", "-am", "a changed series")
+    changed = git("rev-parse", "HEAD")
+    tree = source.Tree("t", tmp_path, first, "test")
+    assert first != again
+    assert tree.content_id(first) == tree.content_id(again) != tree.content_id(changed)

@@ -401,9 +401,16 @@ def host_config_source(path: Optional[str]) -> Path:
     return out
 
 
-def host_config_edits(variant: str) -> List[str]:
-    """scripts/config arguments applied to the host config (pure)."""
-    return ["--set-str", "LOCALVERSION", f"-schedlab-{variant}",
+# The length of the sources' hash in a host kernel's release.
+SOURCES_ID = 8
+
+
+def host_config_edits(variant: str, sources: str) -> List[str]:
+    """scripts/config arguments applied to the host config (pure): the
+    release names the variant and the hash of the sources it was built from
+    (Tree.content_id()), so that a kernel rebuilt from a changed series has
+    another release."""
+    return ["--set-str", "LOCALVERSION", f"-schedlab-{variant}-{sources[:SOURCES_ID]}",
             "--disable", "LOCALVERSION_AUTO",
             # Distribution configs point at key files that are not in a plain tree.
             "--set-str", "SYSTEM_TRUSTED_KEYS", "",
@@ -415,7 +422,7 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
                localmodconfig: bool = False, package: Optional[bool] = None,
                configure_only: bool = False) -> Path:
     """An installable kernel for this machine: the host's config, LOCALVERSION
-    -schedlab-VARIANT, the measurement series applied by the caller's commit;
+    -schedlab-VARIANT-SOURCES, the measurement series applied by the caller's commit;
     Debian packages (bindeb-pkg) where dpkg exists, else a plain build."""
     arch = native_arch()
     bdir = build_dir_for(tree, variant, "host", arch)
@@ -434,7 +441,7 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
                      arch, log)
         shutil.copy(merge_dir / ".config", bdir / ".config")
         run([str(tree.path / "scripts/config"), "--file", str(bdir / ".config"),
-             *host_config_edits(variant)], log=log)
+             *host_config_edits(variant, tree.content_id(commit))], log=log)
         base = make_args(arch, bdir)
         if localmodconfig:
             lsmod = merge_dir / "lsmod.txt"

@@ -41,6 +41,11 @@ class Tree:
                   check=False)
         return out or None
 
+    def content_id(self, commit: str) -> str:
+        """The hash of COMMIT's files (its git tree): the same for the same
+        sources, whenever and however the patches were applied."""
+        return git(self.path, "rev-parse", commit + "^{tree}")
+
     def set_ref(self, variant: str, commit: str) -> None:
         git(self.path, "update-ref", self.ref(variant), commit)
 

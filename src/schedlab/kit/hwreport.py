@@ -65,6 +65,9 @@ def machine_section(machine: dict) -> List[str]:
             ("cache aware scheduling (llc_balancing/enabled; active, with several LLCs: "
              "SG_STATS_REUSE keeps no sums)", machine.get("llc_balancing", "")),
             ("kernel", machine.get("kernel", "")),
+            ("built by the lab from sources (git tree hash)",
+             " ".join(v for v in ((machine.get("identity") or {}).get("variant", ""),
+                                  (machine.get("identity") or {}).get("sources", "")) if v)),
             ("config hash", machine.get("config_hash", ""))]
     noise = machine.get("noise") or {}
     rows += [(k, ", ".join(v) if isinstance(v, list) else str(v))

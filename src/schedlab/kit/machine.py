@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -351,6 +352,20 @@ def _llc_record(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> str:
     return text + (" (not active)" if text in SWITCH_ON else "")
 
 
+# A kernel the lab built for a machine: its release ends in the variant and
+# the hash of its sources (build.host_config_edits()).
+_LAB_RELEASE = re.compile(r"-schedlab-(?P<variant>[a-z0-9+_.-]+)-(?P<sources>[0-9a-f]{8})$")
+
+
+def kernel_identity(release: str, config: str) -> Dict[str, str]:
+    """What tells two kernels apart: the release, the variant and the hash of
+    the sources where the lab built it ("" otherwise), the config's hash."""
+    m = _LAB_RELEASE.search(release)
+    return {"release": release, "variant": m.group("variant") if m else "",
+            "sources": m.group("sources") if m else "",
+            "config": config_hash(config) if config else ""}
+
+
 def machine_record() -> dict:
     """What the report says about the machine; what is unreadable is left empty."""
     conf = config_text()
@@ -358,6 +373,7 @@ def machine_record() -> dict:
         _read(f"/sys/class/dmi/id/{f}").strip() for f in ("sys_vendor", "product_name")).strip()
     return {
         "kernel": os.uname().release,
+        "identity": kernel_identity(os.uname().release, conf),
         "arch": platform.machine(),
         "config_hash": config_hash(conf) if conf else "",
         "cmdline": _read("/proc/cmdline").strip(),
