@@ -9,7 +9,7 @@ import pytest
 
 from schedlab.core.util import LabError
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, hwreport, machine, noise
+from schedlab.kit import hw, hwreport, machine, noise, rounds
 
 ARM = {a.name: a for a in armmod.KIT_ARMS}
 SERIES_CONFIG = "\n".join(f"{k}=y" for k in machine.CONFIG_NEEDS) + "\nCONFIG_HZ=250\n"
@@ -440,7 +440,7 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     stale.mkdir(parents=True)
     (tmp_path / "results" / "hw-tp" / "headline-series-vs-lbstats.md").write_text("old")
     with pytest.raises(KeyboardInterrupt):
-        hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+        rounds.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
                                 bench=("stress-100",), argv=("./schedlab", "hw", "--rounds", "3"),
                                 seed=7))
     # No tables after an interruption: they need every round pooled. The
@@ -454,8 +454,8 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     assert req.arms[0].knobs == (("swb_state", "4"), ("newidle_cost_pct", "100"),
                                  ("features", "NO_SIS_GROUP_IDLE NO_SG_STATS_REUSE"))
     assert req.order_seed == 7
-    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
-    assert record["pass"] == "throughput" and not (tmp_path / "hw" / hw.RUN_RECORD).exists()
+    record = json.loads((tmp_path / "hw-tp" / rounds.RUN_RECORD).read_text())
+    assert record["pass"] == "throughput" and not (tmp_path / "hw" / rounds.RUN_RECORD).exists()
     assert record["arms"] == ["series", "lbstats"] and record["rounds"] == 3
     assert record["machine"]["model"] == "test box" and record["order_seed"] == 7
     assert record["machine"]["noise"]["governor"] == "powersave x 4"
@@ -483,7 +483,7 @@ def test_the_report_is_written_after_ctrl_c(tmp_path, monkeypatch):
     # An earlier run's tables are gone, not shown as this run's.
     assert not stale.exists() and not (results / "headline-series-vs-lbstats.md").exists()
     assert "old" not in text and text.count("Not compared yet") == 1
-    assert hw.report_again() == 0
+    assert rounds.report_again() == 0
 
 
 def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypatch):
@@ -491,7 +491,7 @@ def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypa
         req.on_start()
         return 0
     asked = _fake_kit(tmp_path, monkeypatch, finished)
-    assert hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+    assert rounds.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
                                    bench=("stress-100",))) == 0
     runs = [req for tables, req in asked if not tables]
     assert [r.prefix for r in runs] == ["hw-tp", "hw"]
@@ -502,12 +502,12 @@ def test_the_kit_runs_the_throughput_pass_then_the_probe_pass(tmp_path, monkeypa
     assert "not results" in hw.PROBE_PASS.about and "benchmarks' own" in hw.THROUGHPUT.about
     for prefix in ("hw-tp", "hw"):
         (tmp_path / "results" / prefix / "report.md").unlink()
-    assert hw.report_again() == 0
+    assert rounds.report_again() == 0
     assert all((tmp_path / "results" / p / "report.md").is_file() for p in ("hw-tp", "hw"))
     # The governor is pinned for the runs unless --no-pin; not for --check.
-    hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+    rounds.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
                             bench=("stress-100",), pin=False))
-    hw.run(True)
+    rounds.run(True)
     assert noise.pinned.pins == [True, False, False]
     plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, ["series", "lbstats"])
     assert "passes, one after the other: throughput, probes" in plan
@@ -539,9 +539,9 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
     _fake_kit(tmp_path, monkeypatch, measured)
     kit = hw.KitRun(3, 10, 15.0, seconds=5, arms=("series", "lbstats"), bench=("stress-100",),
                     kinds=(hw.THROUGHPUT,))
-    assert hw.run(False, kit) == 0
+    assert rounds.run(False, kit) == 0
     assert boots == [3, 4, 5, 6]
-    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
+    record = json.loads((tmp_path / "hw-tp" / rounds.RUN_RECORD).read_text())
     assert record["rounds"] == 6 and record["stopping"]["met"]
     text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()
     assert "rounds stopped at: 6: every headline interval within 15.0% of its mean" in text
@@ -549,17 +549,17 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
     assert "| lbstats | series | stress-100 | stress-ng cpu bogo-ops/s (ops/s) | +0.00 | 1 | 1 |" \
         in text
     boots.clear()
-    assert hw.run(False, hw.KitRun(3, 5, 15.0, seconds=5, arms=("series", "lbstats"),
+    assert rounds.run(False, hw.KitRun(3, 5, 15.0, seconds=5, arms=("series", "lbstats"),
                                    bench=("stress-100",), kinds=(hw.THROUGHPUT,),
                                    fresh=True)) == 0
     assert boots == [3, 4, 5]
-    record = json.loads((tmp_path / "hw-tp" / hw.RUN_RECORD).read_text())
+    record = json.loads((tmp_path / "hw-tp" / rounds.RUN_RECORD).read_text())
     assert record["rounds"] == 5 and not record["stopping"]["met"]
     assert record["stopping"]["widest"].startswith("series stress-100 stress-ng cpu bogo-ops/s")
     for bad, what in ((hw.KitRun(5, 4), "--max-rounds 4 is below --rounds 5"),
                       (hw.KitRun(width=0), "--ci-width 0")):
         with pytest.raises(LabError, match=what):
-            hw.run(False, bad)
+            rounds.run(False, bad)
 
 
 def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):
@@ -582,9 +582,9 @@ def test_a_refused_request_leaves_the_last_run_alone(tmp_path, monkeypatch):
     results.mkdir(parents=True)
     (results / "report.md").write_text("the last run's report")
     with pytest.raises(LabError):
-        hw.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
+        rounds.run(False, hw.KitRun(3, 3, seconds=5, arms=("series", "lbstats"),
                                 bench=("stress-100",)))
-    assert not (tmp_path / "hw-tp" / hw.RUN_RECORD).exists()
+    assert not (tmp_path / "hw-tp" / rounds.RUN_RECORD).exists()
     assert (results / "report.md").read_text() == "the last run's report"
 
 
@@ -603,7 +603,7 @@ def test_report_again_needs_a_run(tmp_path, monkeypatch):
     from schedlab.core.util import LabError
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
     with pytest.raises(LabError, match="no run to report on"):
-        hw.report_again()
+        rounds.report_again()
 
 
 def test_the_swb_arms_walk_the_topic_patch_by_patch():
@@ -749,7 +749,7 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     main_report = tmp_path / "results" / "hw" / "report.md"
     main_report.parent.mkdir(parents=True)
     main_report.write_text("the benchmarks' report")
-    assert hw.run(False, hw.KitRun(3, 3, seconds=5, argv=("./schedlab", "hw", "--lb-share"),
+    assert rounds.run(False, hw.KitRun(3, 3, seconds=5, argv=("./schedlab", "hw", "--lb-share"),
                                    kinds=(hw.SHARE,))) == 0
     req = asked[0][1]
     # Only its probes: lb-share's programs on should_we_balance() would add
@@ -758,16 +758,16 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     assert list(req.plan.probes) == ["lb-share", "lb-time"] and req.prefix == "hw-share"
     assert [a.name for a in req.arms] == ["series", "lbstats"]
     assert req.plan.names() == list(hw.SHARE.bench)
-    record = json.loads((tmp_path / "hw-share" / hw.RUN_RECORD).read_text())
+    record = json.loads((tmp_path / "hw-share" / rounds.RUN_RECORD).read_text())
     assert record["pass"] == "lb-share"
     text = (tmp_path / "results" / "hw-share" / "report.md").read_text()
     assert "SG_STATS_REUSE's rule" in text and "work/measure/hw-share-ARM-DATE" in text
     # The benchmarks' pass keeps its record and report.
-    assert not (tmp_path / "hw" / hw.RUN_RECORD).exists()
+    assert not (tmp_path / "hw" / rounds.RUN_RECORD).exists()
     assert main_report.read_text() == "the benchmarks' report"
-    assert hw.report_again(kinds=(hw.SHARE,)) == 0
+    assert rounds.report_again(kinds=(hw.SHARE,)) == 0
     with pytest.raises(Exception, match="no run to report on"):
-        hw.report_again()
+        rounds.report_again()
     plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, kinds=(hw.SHARE,))
     assert "1 pass(es) x 2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
 

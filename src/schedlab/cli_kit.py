@@ -8,7 +8,7 @@ import sys
 from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
 from schedlab.core.util import LabError, say
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, kitproof, machine, rehearsal
+from schedlab.kit import hw, kitproof, machine, rehearsal, rounds
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
@@ -53,8 +53,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.seed is not None and (args.plan or args.report or args.check):
         raise LabError("hw --seed orders the arms of a run; --plan, --report and --check "
                        "run none")
-    rounds = args.rounds or 5
-    kit = hw.KitRun(rounds, args.max_rounds or max(hw.KitRun.max_rounds, rounds),
+    least = args.rounds or 5
+    kit = hw.KitRun(least, args.max_rounds or max(hw.KitRun.max_rounds, least),
                     args.ci_width, args.runs, args.seconds or 30, args.fresh,
                     tuple(args.arm) if args.arm else None, tuple(bench) if bench else None,
                     ("./schedlab", *sys.argv[1:]), not args.no_plots, args.c2c, kinds,
@@ -65,8 +65,8 @@ def cmd_hw(args: argparse.Namespace) -> int:
                          kit.seconds, args.arm, bench, kinds))
         return 0
     if args.report:
-        return hw.report_again(not args.no_plots, kinds)
-    return hw.run(args.check, kit)
+        return rounds.report_again(not args.no_plots, kinds)
+    return rounds.run(args.check, kit)
 
 
 def add_hw(sub: Sub) -> None:

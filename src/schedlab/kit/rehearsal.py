@@ -19,7 +19,7 @@ from schedlab.core import vm
 from schedlab.core.spec import BuildSpec, TreeSpec
 from schedlab.core.util import LabError, repo_dir, say, work_dir
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, hwreport
+from schedlab.kit import hw, hwreport, rounds
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
 
@@ -241,7 +241,7 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
     reports: Dict[str, str] = {}
     with _work(guest_work):
         try:
-            hw.report_again(plots=True, kinds=req.kinds())
+            rounds.report_again(plots=True, kinds=req.kinds())
         except LabError as e:
             say(f"  rehearsal: no report ({e})")
         for kind in req.kinds():

@@ -1,0 +1,235 @@
+"""The kit's passes run on this machine, round after round, and their
+reports: what `./schedlab hw` does once its request (hw.KitRun) is checked.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from schedlab.core.util import LabError, say, work_dir
+from schedlab.kit import hwreport, machine, noise, significance
+from schedlab.kit.arms import KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here
+from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
+                             default_arms, order_seed, pick, request)
+from schedlab.measuring import ab
+from schedlab.measuring import results as resmod
+
+
+RUN_RECORD = "run.json"
+
+
+def _arm_states(arms: Sequence[KitArm], rounds: int, runs: int, bench: Sequence[str],
+                present: Sequence[str] = (), kind: Pass = PROBE_PASS):
+    """The arms as the report shows them: the writes they made (every switch
+    of PRESENT), their runs finished of those planned."""
+    planned = rounds * runs * len(bench)
+    return [hwreport.ArmState(a.name, a.what, arm_knobs(a, present),
+                              hwreport.runs_done(resmod.results_dir(f"{kind.prefix}-{a.name}")),
+                              planned, a.before) for a in arms]
+
+
+def report(record: dict, tables: bool = True) -> Path:
+    """The report of the run RECORD describes (what run() saved in
+    work/hw/run.json, the machine's record with it): the 'ab' tables again
+    from the finished runs (TABLES), then work/results/hw/report.md."""
+    byname = {a.name: a for a in KIT_ARMS}
+    arms = [byname[n] for n in record["arms"] if n in byname]
+    bench = record["bench"]
+    kind = PASSES.get(record.get("pass", PROBE_PASS.name), PROBE_PASS)
+    if tables:
+        try:
+            ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
+                           bench=bench, plots=record.get("plots", True),
+                           present=record.get("switches", ()), c2c=record.get("c2c", False),
+                           kind=kind, order_seed=record.get("order_seed")),
+                   tables_only=True)
+        except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
+            say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
+    box = record.get("machine") or hwreport.load_json(work_dir() / kind.prefix / "machine.json")
+    folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
+    states = _arm_states(arms, record["rounds"], record["runs"], bench,
+                         record.get("switches", ()), kind)
+    family = significance.headline_tests(
+        {a.name: f for a, f in zip(arms, folders)},
+        [(a, b) for a, b, _ in hwreport.pairs(states)]) if len(states) > 1 else []
+    path = hwreport.write(resmod.results_dir(kind.prefix), box, states,
+                          record["argv"], record.get("missing", ()),
+                          record.get("left_out", ()),
+                          {k: record[k] for k in ("rounds", "runs", "seconds")}
+                          | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few "
+                              "for a comparison)"} if record["rounds"] < MIN_ROUNDS else {})
+                          | {"benchmarks": ", ".join(bench)}
+                          | _order_setting(record, [a.name for a in arms])
+                          | _stopping_setting(record),
+                          hwreport.probes_missing(folders), kind.about,
+                          hwreport.run_notes(folders), kind.name,
+                          significance.section(family))
+    say(f"hw: the report: {path}")
+    return path
+
+
+def _order_setting(record: dict, names: Sequence[str]) -> Dict[str, str]:
+    """The report's line on the arms' order: the seed and each round's."""
+    seed = record.get("order_seed")
+    if seed is None:
+        return {"arm order": "as given, every round"}
+    rounds = ab.round_orders(names, seed, record["rounds"])
+    return {"arm order": f"shuffled every round with seed {seed} ("
+            + "; ".join(", ".join(r) for r in rounds) + ")"}
+
+
+def _stopping_setting(record: dict) -> Dict[str, str]:
+    """The report's line on when the rounds stopped."""
+    stop = record.get("stopping")
+    if not stop:
+        return {}
+    how = (f"every headline interval within {stop['width']}% of its mean"
+           if stop["met"] else f"the most rounds, {stop['max']}, with "
+           f"{stop['wide']} headline interval(s) still wider than {stop['width']}% "
+           f"(widest: {stop['widest']})")
+    return {"rounds stopped at": f"{record['rounds']}: {how}"}
+
+
+def _clear_tables(folder: Path) -> None:
+    """The tables, plots and report of an earlier run, before this one
+    starts: a report after Ctrl-C must not show them as this run's."""
+    for pattern in ("headline*.md", "compare*.md", "compare*.txt", "equivalence.*",
+                    "sweep.*", "report.md"):
+        for p in folder.glob(pattern):
+            p.unlink()
+    for d in folder.glob("plots*"):
+        if d.is_dir():
+            shutil.rmtree(d)
+
+
+def _again(kind: Pass) -> str:
+    """The command that writes KIND's report again."""
+    return "./schedlab hw --report" + (" --lb-share" if kind is SHARE else
+                                       f" --pass {kind.name}")
+
+
+def report_again(plots: bool = True, kinds: Sequence[Pass] = DEFAULT_PASSES) -> int:
+    """`./schedlab hw --report`: the report of each of KINDS' last run, from
+    what finished; with PLOTS, whatever the run was told (a rehearsal's guest
+    leaves the plots to the host)."""
+    records = [(k, hwreport.load_json(work_dir() / k.prefix / RUN_RECORD)) for k in kinds]
+    if not any(r for _, r in records):
+        raise LabError("hw --report: no run to report on (work/PASS/run.json is written when "
+                       "'./schedlab hw' starts a pass's runs)")
+    for _, record in records:
+        if record:
+            report(record | {"plots": plots})
+    return 0
+
+
+def run(check_only: bool, kit: KitRun = KitRun()) -> int:
+    """`./schedlab hw`: the preflight, the machine record, then each pass of
+    KIT's in turn: its runs and its report; with kit.pin, under the
+    performance governor (put back after)."""
+    kit.check()
+    pf = machine.preflight()
+    say("hw: what the kit needs here")
+    say(pf.text())
+    with noise.pinned(kit.pin and pf.ok and not check_only) as pinning:
+        return _run(pf, pinning, check_only, kit)
+
+
+def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> int:
+    box = machine.machine_record()
+    box["noise"] = noise.record() | {"governor for the runs": pinning}
+    say("  " + "; ".join(f"{k}: {v}" for k, v in box["noise"].items() if v))
+    for kind in kit.kinds:
+        out = work_dir() / kind.prefix
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "machine.json").write_text(json.dumps(box, indent=1) + "\n")
+        (out / "preflight.json").write_text(json.dumps([asdict(c) for c in pf.checks],
+                                                       indent=1) + "\n")
+    say(f"  the machine's record: {work_dir() / kit.kinds[0].prefix / 'machine.json'}")
+    if not pf.ok:
+        names = ", ".join(c.name for c in pf.missing())
+        raise LabError(f"hw: cannot measure on this machine as it is: {names} "
+                       "(each with its fix above)")
+    if check_only:
+        say("hw: everything the kit needs is here")
+        return 0
+    present = machine.kernel_pieces(machine.DEBUG_SCHED)
+    here, cannot = arms_here(present)
+    status = 0
+    for kind in kit.kinds:
+        arms, chosen = pick(here, kit.arms or default_arms(kind, here), kit.bench or kind.bench)
+        status = max(status, _run_pass(kind, arms, chosen, kit, box, present, cannot))
+    return status
+
+
+def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: KitRun,
+              box: dict, present: Sequence[str], cannot: Sequence[KitArm]) -> int:
+    """One pass of the kit: its 'ab' request, its record in work/PREFIX/run.json,
+    its report (also after Ctrl-C); a round more while a headline interval
+    is too wide, up to kit.max_rounds."""
+    out = work_dir() / kind.prefix
+    record: Dict[str, Any] = {}
+    started: List[bool] = []
+
+    def begin() -> None:
+        """The request was accepted: this run's record, no earlier tables."""
+        (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        if not started:
+            _clear_tables(resmod.results_dir(kind.prefix))
+        started.append(True)
+
+    seed = order_seed(kind, kit.fresh, kit.seed)
+    rounds = kit.rounds
+
+    def req_of(n: int) -> ab.AbRequest:
+        return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
+                       kit.plots, present, begin, kit.c2c, kind, seed)
+
+    req = req_of(rounds)
+    bench = [w.name for w in req.plan.workloads]
+    record.update({"argv": list(kit.argv), "arms": [a.name for a in arms],
+                   "bench": bench, "rounds": rounds, "runs": kit.runs, "seconds": kit.seconds,
+                   "plots": kit.plots, "switches": list(present), "c2c": kit.c2c,
+                   "machine": box, "order_seed": seed, "pass": kind.name,
+                   "missing": [a.name for a in cannot],
+                   "left_out": [t.names[0] for t in machine.TOOLS if t.optional
+                                and not any(shutil.which(n) for n in t.names)]})
+    say(f"hw: the {kind.name} pass: arms {', '.join(a.name for a in arms)} (the first is the "
+        f"reference); benchmarks {', '.join(bench)}; {rounds} to {kit.max_rounds} rounds "
+        f"(until every headline 95% interval is within {kit.width}% of its mean), the arms "
+        f"shuffled every round with seed {seed} (--seed {seed} repeats the order)")
+    folders = {a.name: resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms}
+    status = 0
+    try:
+        while True:
+            status = ab.run(req)
+            wide = significance.too_wide(folders, kit.width)
+            record["stopping"] = {"width": kit.width, "max": kit.max_rounds, "met": not wide,
+                                  "wide": len(wide), "widest": _widest(wide)}
+            if not wide or rounds >= kit.max_rounds:
+                break
+            rounds += 1
+            record["rounds"] = rounds
+            say(f"hw: {len(wide)} headline interval(s) wider than {kit.width}% (widest: "
+                f"{_widest(wide)}): round {rounds} of at most {kit.max_rounds}")
+            req = req_of(rounds)
+        return status
+    finally:
+        # Also after Ctrl-C or a failed run, once the runs had started: the
+        # report of what finished ('ab' made the tables when all did).
+        if started:
+            (out / RUN_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+            try:
+                report(record, tables=False)
+            except Exception as e:      # noqa: BLE001 - never hide why the run ended
+                say(f"hw: no report ({type(e).__name__}: {e}); '{_again(kind)}' tries again")
+
+
+def _widest(wide: Sequence[Tuple[str, str, str, float]]) -> str:
+    if not wide:
+        return ""
+    arm, workload, metric, w = wide[0]
+    return f"{arm} {workload} {metric}, {w:.1f}%"
