@@ -546,6 +546,8 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
     text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()
     assert "rounds stopped at: 6: every headline interval within 15.0% of its mean" in text
     assert "### What survives the correction for many comparisons" in text
+    mail = (tmp_path / "results" / "hw-tp" / "report.txt").read_text()
+    assert "lbstats against series" in mail and all(len(ln) < 80 for ln in mail.splitlines())
     assert "| lbstats | series | stress-100 | stress-ng cpu bogo-ops/s (ops/s) | +0.00 | 1 | 1 |" \
         in text
     boots.clear()

@@ -135,3 +135,18 @@ def test_the_throughput_pass_must_be_clean_with_checks_during_each_run(tmp_path)
     s = rehearsal.guest_script(rehearsal.RehearsalRequest(pass_name="throughput"),
                                Path("/b/.config"), Path("/w/guest"))
     assert s.count("--pass throughput") == 1
+
+
+def test_each_pass_leaves_a_mail_under_80_columns(tmp_path):
+    from schedlab.kit import reporttext
+    req = rehearsal.RehearsalRequest(arms=("series", "swb-v7.3"))
+    for prefix in ("hw-tp", "hw"):
+        (tmp_path / prefix).mkdir()
+        (tmp_path / prefix / reporttext.REPORT).write_text("swb-v7.3 against series\n")
+    assert rehearsal.check_mail(tmp_path, req) == []
+    (tmp_path / "hw" / reporttext.REPORT).write_text("x" * 80 + "\n")
+    (tmp_path / "hw-tp" / reporttext.REPORT).unlink()
+    assert rehearsal.check_mail(tmp_path, req) == [
+        "the throughput pass: no report.txt",
+        "the probes pass: report.txt has lines of 80 columns or more (line 1)",
+        "the probes pass: report.txt has no swb-v7.3 against series"]

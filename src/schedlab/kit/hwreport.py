@@ -140,6 +140,12 @@ def pair_sections(results: Path, arms: Sequence[ArmState]) -> List[str]:
     return out
 
 
+def title(machine: dict, pass_name: str = "") -> str:
+    """The report's title: the machine and the pass."""
+    return (f"The series on {machine.get('model') or 'this machine'}: the hardware kit's "
+            "report" + (f", the {pass_name} pass" if pass_name else ""))
+
+
 def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence[str],
           missing: Sequence[str] = (), left_out: Sequence[str] = (),
           settings: Optional[Dict[str, object]] = None,
@@ -150,9 +156,7 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     tables and plots it shows), with MACHINE's record in machine.json."""
     results.mkdir(parents=True, exist_ok=True)
     (results / "machine.json").write_text(json.dumps(machine, indent=1) + "\n")
-    title = machine.get("model") or "this machine"
-    lines = [f"# The series on {title}: the hardware kit's report"
-             + (f", the {pass_name} pass" if pass_name else ""), ""]
+    lines = [f"# {title(machine, pass_name)}", ""]
     lines += ["Written by `./schedlab hw` from the runs that finished. "
               "Each arm is a state of one booted kernel, switched by the writes below; "
               "the arms ran interleaved, every arm once a round, so that what changes "

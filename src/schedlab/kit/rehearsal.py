@@ -19,7 +19,7 @@ from schedlab.core import vm
 from schedlab.core.spec import BuildSpec, TreeSpec
 from schedlab.core.util import LabError, repo_dir, say, work_dir
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, hwreport, rounds
+from schedlab.kit import hw, hwreport, reporttext, rounds
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
 
@@ -200,6 +200,26 @@ def check_clean(results: Path, req: RehearsalRequest) -> List[str]:
     return problems
 
 
+def check_mail(results: Path, req: RehearsalRequest) -> List[str]:
+    """Each pass's report.txt: there, under 80 columns, every pair in it."""
+    problems = []
+    for kind in req.kinds():
+        try:
+            text = (results / kind.prefix / reporttext.REPORT).read_text()
+        except OSError:
+            problems.append(f"the {kind.name} pass: no {reporttext.REPORT}")
+            continue
+        wide = [n for n, ln in enumerate(text.splitlines(), 1) if len(ln) >= 80]
+        if wide:
+            problems.append(f"the {kind.name} pass: {reporttext.REPORT} has lines of 80 "
+                            f"columns or more (line {wide[0]})")
+        for a in req.arms[1:]:
+            if f"{a} against {req.arms[0]}" not in text:
+                problems.append(f"the {kind.name} pass: {reporttext.REPORT} has no "
+                                f"{a} against {req.arms[0]}")
+    return problems
+
+
 @contextmanager
 def _work(path: Path) -> Iterator[None]:
     """The host's `hw --report` reads and writes where the guest did."""
@@ -251,6 +271,7 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
             except OSError as e:
                 say(f"  rehearsal: no report of the {kind.name} pass ({e})")
     problems = check(marks, reports, req) + check_clean(guest_work / "results", req)
+    problems += check_mail(guest_work / "results", req)
     probing = hw.PROBE_PASS in req.kinds()
     switch = switch_values(guest_work / "results", req.bench[0]) if probing else {}
     if switch:

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
-from schedlab.kit import hwreport, machine, noise, significance
+from schedlab.kit import hwreport, machine, noise, reporttext, significance
 from schedlab.kit.arms import KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here
 from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
                              default_arms, order_seed, pick, request)
-from schedlab.measuring import ab
+from schedlab.measuring import ab, equivalence
 from schedlab.measuring import results as resmod
 
 
@@ -53,21 +53,27 @@ def report(record: dict, tables: bool = True) -> Path:
     folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
     states = _arm_states(arms, record["rounds"], record["runs"], bench,
                          record.get("switches", ()), kind)
-    family = significance.headline_tests(
-        {a.name: f for a, f in zip(arms, folders)},
-        [(a, b) for a, b, _ in hwreport.pairs(states)]) if len(states) > 1 else []
-    path = hwreport.write(resmod.results_dir(kind.prefix), box, states,
-                          record["argv"], record.get("missing", ()),
-                          record.get("left_out", ()),
-                          {k: record[k] for k in ("rounds", "runs", "seconds")}
-                          | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few "
-                              "for a comparison)"} if record["rounds"] < MIN_ROUNDS else {})
-                          | {"benchmarks": ", ".join(bench)}
-                          | _order_setting(record, [a.name for a in arms])
-                          | _stopping_setting(record),
+    pairs = [(a, b) for a, b, _ in hwreport.pairs(states)] if len(states) > 1 else []
+    named = {a.name: f for a, f in zip(arms, folders)}
+    family = significance.headline_tests(named, pairs)
+    settings = ({k: record[k] for k in ("rounds", "runs", "seconds")}
+                | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few for a "
+                    "comparison)"} if record["rounds"] < MIN_ROUNDS else {})
+                | {"benchmarks": ", ".join(bench)}
+                | _order_setting(record, [a.name for a in arms])
+                | _stopping_setting(record))
+    results = resmod.results_dir(kind.prefix)
+    path = hwreport.write(results, box, states, record["argv"], record.get("missing", ()),
+                          record.get("left_out", ()), settings,
                           hwreport.probes_missing(folders), kind.about,
                           hwreport.run_notes(folders), kind.name,
                           significance.section(family))
+    replica = equivalence.find_replica([(a.name, "host", arm_knobs(a, record.get("switches", ())))
+                                        for a in arms])
+    text = reporttext.write(results, hwreport.title(box, kind.name), kind.about, pairs, named,
+                            replica, {(t.a, t.b, t.workload, t.metric): t.significant
+                                      for t in family}, box, settings, record["argv"])
+    say(f"hw: the report to mail: {text}")
     say(f"hw: the report: {path}")
     return path
 

@@ -1,0 +1,123 @@
+"""report.txt: a kit pass's report as plain text under 80 columns, to paste
+into a mail.
+
+In the manner of LKP's comparisons: for each pair of arms the report shows
+and each headline metric, the reference's mean and %stddev, the change,
+the arm's mean and %stddev, the A/A margin and a mark where the change
+survives Holm's correction; then the machine, the kernel and the command.
+"""
+
+from __future__ import annotations
+
+import shlex
+import textwrap
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from schedlab.core.util import LabError
+from schedlab.measuring import compare, equivalence, stats
+from schedlab.measuring import tables as tablemod
+
+REPORT = "report.txt"
+WIDTH = 79
+MARK = "*"
+
+
+def _runs(folder: Path) -> List[dict]:
+    try:
+        return tablemod.load_runs(folder)
+    except LabError:
+        return []
+
+
+def _num(x: float) -> str:
+    """A mean in at most 12 characters."""
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e7 or abs(x) < 1e-3:
+        return f"{x:.4g}"
+    return f"{x:,.4g}" if abs(x) < 1e4 else f"{x:,.0f}"
+
+
+def _wrap(text: str, indent: str = "") -> List[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent) or [""]
+
+
+def pair_block(a: str, b: str, a_runs: List[dict], b_runs: List[dict],
+               margins: Dict[Tuple[str, str], equivalence.Margin],
+               significant: Dict[Tuple[str, str, str, str], bool]) -> List[str]:
+    """The rows of B against A: a line naming the benchmark and metric,
+    then the numbers under the column heads."""
+    rows = compare.headline(tablemod.rows(a_runs, b_runs)) if a_runs and b_runs else []
+    out = [f"{b} against {a}", ""]
+    if not rows:
+        return out + ["  no finished runs of both arms"]
+    out += [f"{a[:14]:>14} {'%stddev':>8} {'%change':>9}  {b[:14]:>14} {'%stddev':>8}"
+            f" {'A/A':>7}", ""]
+    hib = {k: ms[0].get("higher_is_better") for k, ms in tablemod.by_metric(a_runs).items()}
+    for r in rows:
+        h = hib.get((r.workload, r.metric))
+        better = ("no better direction" if h is None else "higher is better" if h
+                  else "lower is better")
+        out += _wrap(f"{r.workload}: {r.metric} ({r.unit}, {better})")
+        change = stats.pct_change(r.a.mean, r.b.mean)
+        m = margins.get((r.workload, r.metric))
+        aa = f"{m.margin_pct:.1f}%" if m and m.margin_pct != float("inf") else "-"
+        mark = MARK if significant.get((a, b, r.workload, r.metric)) else " "
+        out.append(f"{_num(r.a.mean):>14} {r.a.cv_pct:>7.1f}% "
+                   f"{'-' if change is None else f'{change:+.1f}%':>9}{mark} "
+                   f"{_num(r.b.mean):>14} {r.b.cv_pct:>7.1f}% {aa:>7}")
+    return out
+
+
+def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]],
+          folders: Dict[str, Path], replica: Optional[str],
+          significant: Dict[Tuple[str, str, str, str], bool], machine: dict,
+          settings: Dict[str, object], argv: Sequence[str]) -> Path:
+    """RESULTS/report.txt of one pass: PAIRS (A, B) by arm name, FOLDERS
+    their result sets, REPLICA the reference's repeat (the A/A margins),
+    SIGNIFICANT by (A, B, benchmark, metric) from the Holm-corrected family."""
+    runs = {n: _runs(f) for n, f in folders.items()}
+    ref = pairs[0][0] if pairs else ""
+    margins = (equivalence.margins(runs[ref], runs[replica])
+               if replica and runs.get(ref) and runs.get(replica) else {})
+    lines = _wrap(title) + [""] + _wrap(about) + [""]
+    lines += _wrap(f"Each arm's mean over its runs and %stddev (the standard deviation in "
+                   f"percent of the mean); %change of the second arm's mean; A/A: the A/A "
+                   f"margin of {ref} and its repeat {replica}, the change these runs cannot "
+                   f"tell from noise; {MARK}: significant after Holm's correction over "
+                   f"every comparison of this report." if replica else
+                   "Each arm's mean over its runs and %stddev; %change of the second "
+                   f"arm's mean; no A/A margin (no repeat of {ref}); {MARK}: significant "
+                   "after Holm's correction over every comparison of this report.")
+    for a, b in pairs:
+        lines += ["", ""] + pair_block(a, b, runs.get(a, []), runs.get(b, []), margins,
+                                       significant)
+    lines += ["", "", "machine", ""]
+    lines += _machine_lines(machine)
+    lines += ["", "settings", ""]
+    lines += [ln for k, v in settings.items() for ln in _wrap(f"{k}: {v}", "  ")]
+    lines += ["", "command", ""]
+    lines += _wrap(shlex.join(list(argv)), "  ")
+    path = results / REPORT
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(ln.rstrip() for ln in lines) + "\n")
+    return path
+
+
+def _machine_lines(machine: dict) -> List[str]:
+    ident = machine.get("identity") or {}
+    noise = machine.get("noise") or {}
+    rows = [("model", machine.get("model", "")),
+            ("threads per core", str(machine.get("threads_per_core", ""))),
+            ("SMT mode", machine.get("smt_mode", "")),
+            ("kernel", ident.get("release") or machine.get("kernel", "")),
+            ("sources", " ".join(v for v in (ident.get("variant", ""),
+                                             ident.get("sources", "")) if v)),
+            ("config hash", ident.get("config") or machine.get("config_hash", ""))]
+    rows += [(k, ", ".join(v) if isinstance(v, list) else str(v)) for k, v in noise.items()]
+    out = []
+    for k, v in rows:
+        if v:
+            out += _wrap(f"{k}: {v}", "  ")
+    return out or ["  no record of the machine"]
