@@ -190,3 +190,22 @@ def test_every_command_help_ends_with_examples(capsys):
             parser.parse_args([name, "--help"])
         out = capsys.readouterr().out
         assert "examples:\n  ./schedlab " + name in out, name
+
+
+def test_a_host_kernel_carries_the_measurement_series_but_the_stock_one(tmp_path,
+                                                                         monkeypatch):
+    from schedlab import cli
+    from schedlab.core import build as buildmod
+    from schedlab.core.spec import TreeSpec
+    from schedlab.series import patchset
+    applied = []
+    monkeypatch.setattr(TreeSpec, "resolve", lambda self: "tree")
+    monkeypatch.setattr(patchset, "ensure_variant",
+                        lambda tree, variant, measure, series, kit:
+                        applied.append((variant, measure, kit)) or "c0ffee")
+    monkeypatch.setattr(buildmod, "host_config_source", lambda path: tmp_path / "config")
+    monkeypatch.setattr(buildmod, "build_host", lambda *a, **k: tmp_path)
+    for variant in ("patched", "base"):
+        assert cli.main(["build", "--host-config", "--variant", variant]) == 0
+    assert applied[1] == ("base", False, False)
+    assert applied[0][:2] == ("patched", True)

@@ -49,6 +49,21 @@ def test_a_distribution_kernel_is_refused_with_each_piece_named(tmp_path):
     assert all(c.fix for c in missing)
 
 
+def test_the_stock_kernel_passes_without_the_series_and_is_told_apart(tmp_path, monkeypatch):
+    d = _debugfs(tmp_path, "GENTLE_FAIR_SLEEPERS\n", knobs=())
+    checks = machine.check_kernel(d, SERIES_CONFIG, stock=True)
+    assert all(c.ok for c in checks)
+    assert any(c.name == "the stock kernel" for c in checks)
+    assert not any(c.name.startswith("series:") for c in checks)
+    monkeypatch.delenv(armmod.REHEARSAL_ENV, raising=False)
+    kit = {"variant": "patched"}
+    assert machine.running_kernel(["swb_state"], kit) == "kit"
+    assert machine.running_kernel([], {"variant": "base"}) == "stock"
+    assert machine.running_kernel([], {"variant": ""}) == ""       # a distribution's
+    monkeypatch.setenv(armmod.REHEARSAL_ENV, "1")                   # the rehearsal's base
+    assert machine.running_kernel([], {"variant": ""}) == "stock"
+
+
 def _domains(d, levels):
     """cpu0's domains in debugfs: (min_interval, flags) bottom-up."""
     for i, (weight, flags) in enumerate(levels):
@@ -169,7 +184,7 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
     present = machine.kernel_pieces(d)
     assert present == ["SG_STATS_REUSE"]
     ok, missing = armmod.arms_here(present)
-    assert [a.name for a in ok] == ["series", "series-again", "lbstats"]
+    assert [a.name for a in ok] == ["series", "series-again", "stock", "lbstats"]
     assert {a.needs for a in missing} == {"swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE"}
     assert machine.kernel_pieces(tmp_path / "absent") == []
 
@@ -180,12 +195,12 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     for a in armmod.KIT_ARMS:
         assert a.name in text
     assert "NOT HERE" not in text and "none of the series" not in text
-    assert "9 arms x 5 rounds" in text and " h" in text
+    assert "10 arms x 5 rounds" in text and " h" in text
     bare = hw.plan_text([], 5, 1, 30)
     assert "none of the series" in bare and bare.count("NOT HERE") == 7
     assert hw.estimate(2, 2, 1, 30) == 2 * hw.estimate(1, 2, 1, 30)
     # Here and booted into the series, with the arms and benchmarks asked for.
-    assert "2 arms x 5 rounds" in bare and "9 arms x 5 rounds" in bare
+    assert "3 arms x 5 rounds" in bare and "10 arms x 5 rounds" in bare
     few = hw.plan_text([], 5, 1, 30, ["series", "swb-v7.3"], ["stress-100"])
     assert "benchmarks: stress-100\n" in few and "lbstats" not in few
     assert "1 arms x 5 rounds x 1 run(s) x 1 benchmarks" in few
@@ -198,7 +213,7 @@ def test_the_runs_are_an_ab_request_on_this_machine():
     req = hw.request(armmod.KIT_ARMS[:2], rounds=3, runs=2, seconds=20)
     assert req.host and req.tree is None and req.boots == 3
     assert [a.name for a in req.arms] == ["series", "series-again"]
-    assert {a.variant for a in req.arms} == {"host"}
+    assert {a.variant for a in req.arms} == {"kit"}       # the kernel they run on
     assert req.plan.runs == 2 and req.plan.seconds == 20
     assert set(hw.BENCHMARKS) <= set(req.plan.names())
     assert req.record()["tree"] == "host"
@@ -258,7 +273,7 @@ def test_a_kernel_rebuilt_from_a_changed_series_is_refused_on_resume(tmp_path, m
     monkeypatch.setattr(ab.os, "uname", lambda: uname("7.3.4-schedlab-patched-0123abcd"))
     ab._measure(req, Report("ab"))
     monkeypatch.setattr(ab.os, "uname", lambda: uname("7.3.4-schedlab-patched-89abcdef"))
-    with pytest.raises(LabError, match="builds: host: .*0123abcd.* there, .*89abcdef.* now"):
+    with pytest.raises(LabError, match="builds: kit: .*0123abcd.* there, .*89abcdef.* now"):
         ab._measure(req, Report("ab"))
 
 
@@ -317,6 +332,9 @@ def test_every_arm_writes_every_switch_its_own_value_over_the_posted_one():
     present = [n.name for n in machine.KERNEL_NEEDS]
     for arm in armmod.KIT_ARMS:
         knobs = armmod.arm_knobs(arm, present)
+        if arm.kernel == armmod.STOCK:      # the tree without the series: no switch
+            assert knobs == ()
+            continue
         assert [k for k, _ in knobs] == ["swb_state", "newidle_cost_pct", "features"], arm
         values = dict(knobs)
         assert sorted(f.removeprefix("NO_") for f in values["features"].split()) == \
@@ -564,6 +582,54 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
             rounds.run(False, bad)
 
 
+def test_the_stock_kernels_arm_runs_after_a_reboot_into_it(tmp_path, monkeypatch, capsys):
+    from schedlab.measuring import ab
+    from schedlab.measuring import results as resmod
+    measured = []
+
+    def measure(label, plan):
+        measured.append(label)
+        return [resmod.Run(complete=True)]
+    _host_ab(tmp_path, monkeypatch, measure)
+    tables = []
+    monkeypatch.setattr(ab, "tables", lambda out, arms, *a, **k: tables.append(out.name))
+    monkeypatch.setattr(machine, "preflight", lambda: machine.Preflight([]))
+    monkeypatch.setattr(noise, "record", lambda: {})
+    kit_kernel = {"release": "7.3.4-schedlab-patched-0123abcd", "variant": "patched"}
+    stock_kernel = {"release": "7.3.4-schedlab-base-89abcdef", "variant": "base"}
+    box = {"identity": kit_kernel}
+    monkeypatch.setattr(machine, "machine_record", lambda: dict(box))
+    monkeypatch.setattr(machine, "kernel_pieces",
+                        lambda d: [] if box["identity"]["variant"] == "base"
+                        else [n.name for n in machine.KERNEL_NEEDS])
+    monkeypatch.setattr(ab.os, "uname", lambda: type("u", (), {
+        "release": box["identity"]["release"]}))
+    kit = hw.KitRun(3, 3, arms=("series", "stock", "swb-v7.3"), bench=("stress-100",),
+                    kinds=(hw.THROUGHPUT,), fresh=True,
+                    argv=("./schedlab", "hw", "--arm", "series", "--fresh"))
+    # On the kit's kernel: its arms, then the stock kernel's wait.
+    assert rounds.run(False, kit) == rounds.OTHER_KERNEL
+    assert measured and not any("stock" in m for m in measured) and tables == []
+    said = capsys.readouterr().out
+    assert "stock run on the stock kernel (./schedlab build --host-config --variant base" in said
+    assert "then the same command goes on with its arms: ./schedlab hw --arm series\n" in said
+    # After the reboot into the stock kernel, the same command without --fresh.
+    box["identity"] = stock_kernel
+    measured.clear()
+    assert rounds.run(False, hw.KitRun(3, 3, arms=("series", "stock", "swb-v7.3"),
+                                        bench=("stress-100",), kinds=(hw.THROUGHPUT,))) == 0
+    assert measured == [f"hw-tp-stock/boot-{b}" for b in range(3)]
+    assert tables == ["hw-tp"]
+    from schedlab.measuring import resume
+    rec = resume.read(tmp_path / "results" / "hw-tp")
+    assert set(rec.builds) == {"kit", "stock"}
+    # A stock kernel rebuilt from other sources is refused.
+    box["identity"] = {"release": "7.3.4-schedlab-base-00000000", "variant": "base"}
+    with pytest.raises(LabError, match="builds: stock: .*89abcdef.* there, .*00000000.* now"):
+        rounds.run(False, hw.KitRun(3, 4, arms=("series", "stock", "swb-v7.3"),
+                                    bench=("stress-100",), kinds=(hw.THROUGHPUT,), width=0.001))
+
+
 def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):
     from schedlab import cli
     for argv, what in ((["hw", "--pass", "throughput", "--c2c"], "throughput pass has none"),
@@ -660,14 +726,16 @@ def test_the_kit_check_finds_a_copy_that_is_not_its_patch():
 def test_each_swb_state_is_also_compared_with_the_state_before():
     from schedlab.kit import hwreport
     arms = list(armmod.KIT_ARMS)
-    assert armmod.patch_pairs(arms) == (("swb-one-core", "series"), ("swb-v7.3", "swb-busy"),
-                                    ("swb-busy", "swb-one-cpu"),
-                                    ("swb-one-cpu", "swb-one-core"))
+    assert armmod.patch_pairs(arms) == (("stock", "series"), ("swb-one-core", "series"),
+                                        ("swb-v7.3", "swb-busy"), ("swb-busy", "swb-one-cpu"),
+                                        ("swb-one-cpu", "swb-one-core"))
     assert hw.request(arms, 1, 1, 5).pairs == armmod.patch_pairs(arms)
     # Without the state before, no such pair.
     assert armmod.patch_pairs([ARM["series"], ARM["swb-busy"]]) == ()
-    states = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 1, a.before) for a in arms]
+    states = [hwreport.ArmState(a.name, a.what, a.knobs, 0, 1, a.before, a.baseline)
+              for a in arms]
     titles = [t for _, _, t in hwreport.pairs(states)]
+    assert "series against stock: against the kernel users run" in titles
     assert "swb-busy against series" in titles
     assert "swb-busy against swb-v7.3: the patch's own effect" in titles
     assert "series against swb-one-core: the patch's own effect" in titles

@@ -42,26 +42,44 @@ def _reports(report):
     return {"throughput": report, "probes": report}
 
 
+GOOD = {"kit": {"hw-rc": "75", "swb_state": "4", "left": ""},
+        "stock": {"hw-rc": "0", "swb_state": "cat: no such file", "left": ""}}
+
+
 def test_a_good_rehearsal_passes():
-    marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
-    assert rehearsal.check(marks, _reports(_report()), REQ) == []
+    # Two boots: the kit's kernel, whose kit waits for the stock kernel's
+    # arm (status 75), then the stock kernel's.
+    assert rehearsal.kernels(REQ) == ["kit", "stock"]
+    assert rehearsal.check(GOOD, _reports(_report()), REQ) == []
+    one = rehearsal.RehearsalRequest(arms=("series", "swb-v7.3"))
+    assert rehearsal.kernels(one) == ["kit"]
+    rows = "\n".join(f"| {a} | x | none | 1 of 1 |" for a in one.arms)
+    report = f"{rows}\n| stress-100 | cpu busy (%) |"
+    assert rehearsal.check({"kit": {"hw-rc": "0", "swb_state": "4", "left": ""}},
+                           _reports(report), one) == []
 
 
 def test_each_failure_is_named():
-    marks = {"hw-rc": "1", "swb_state": "0", "left": "123,456"}
+    marks = {"kit": {"hw-rc": "1", "swb_state": "0", "left": "123,456"},
+             "stock": {"hw-rc": "75", "left": ""}}
     problems = " / ".join(rehearsal.check(marks, {
         "throughput": _report(), "probes": _report(("1 of 1", "0 of 1", "1 of 1", "1 of 1"))},
         REQ))
-    for what in ("status 1", "swb_state after the kit: '0'", "left running in the guest: "
-                 "123,456", "the probes pass: arm series-again: 0 of 1"):
+    for what in ("the kit exited on the kit kernel with status 1, not 75",
+                 "the kit exited on the stock kernel with status 75, not 0",
+                 "swb_state after the kit: '0'",
+                 "left running in the guest on the kit kernel: 123,456",
+                 "the probes pass: arm series-again: 0 of 1"):
         assert what in problems
     assert "the throughput pass: arm" not in problems
     assert "no mark" in " ".join(rehearsal.check({}, _reports(_report()), REQ))
-    assert "the throughput pass: no report" in rehearsal.check(marks, {"probes": _report()},
+    assert "the throughput pass: no report" in rehearsal.check(GOOD, {"probes": _report()},
                                                                REQ)
     bare = _report().replace("| stress-100 |", "| other |")
     assert any("benchmark stress-100" in p
-               for p in rehearsal.check(marks, _reports(bare), REQ))
+               for p in rehearsal.check(GOOD, _reports(bare), REQ))
+    s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"), fresh=False)
+    assert "--fresh" not in s       # the second boot goes on with the first one's runs
 
 
 def _run(folder: Path, arm: str, value: float) -> None:
@@ -88,16 +106,25 @@ def test_the_switch_must_take_effect(tmp_path):
     assert rehearsal.check_switch({}, rehearsal.RehearsalRequest(arms=("series", "lbstats"))) == []
 
 
-def test_the_stage_runs_every_arm_of_the_kit():
-    assert rehearsal.every_arm() == tuple(a.name for a in armmod.KIT_ARMS)
-    assert set(rehearsal.SWITCH_PAIR) <= set(rehearsal.every_arm())
+def test_the_full_tier_rehearses_the_stock_kernel_the_a_a_pair_and_the_switch(monkeypatch):
+    from schedlab import testcmd
+    asked = []
+    monkeypatch.setattr(rehearsal, "run", lambda req: asked.append(req) or
+                        rehearsal.RehearsalOutcome(True))
+    ctx = testcmd.TestContext(testcmd.TestRequest(), lambda tree, spec: None)
+    assert testcmd._rehearsal(ctx)
+    req, = asked
+    assert req.arms == rehearsal.REHEARSAL_ARMS and rehearsal.kernels(req) == ["kit", "stock"]
+    assert {armmod.STOCK, "series", "series-again"} | set(rehearsal.SWITCH_PAIR) == \
+        set(req.arms)
+    assert set(req.arms) <= {a.name for a in armmod.KIT_ARMS}
 
 
 def test_the_lb_share_pass_is_rehearsed_with_its_row():
     req = rehearsal.RehearsalRequest(arms=rehearsal.SHARE_ARMS, share=True)
     s = rehearsal.guest_script(req, Path("/b/.config"), Path("/w/guest"))
     assert s.count("--lb-share") == 1 and "--arm lbstats" in s
-    marks = {"hw-rc": "0", "swb_state": "4", "left": ""}
+    marks = {"kit": {"hw-rc": "0", "swb_state": "4", "left": ""}}
     rows = "\n".join(f"| {a} | x | none | 1 of 1 |" for a in req.arms)
     # The report's text names the metric; only a table row counts.
     report = (f"`{rehearsal.SHARE_METRIC} (LEVEL)` is the share\n{rows}\n"

@@ -55,11 +55,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.host_config:
-        # An installable kernel for this machine, always with the measurement
-        # series, and the kit's switches with the whole series (hw.py).
+        # An installable kernel for this machine: with the measurement series
+        # and, with the whole series, the kit's switches (kit/hw.py); the
+        # stock kernel (base) is the tree as it is.
         variant = spec.variant
         kit = variant == "patched" and bool(patchset.read_series(patchset.kit_dir()))
-        commit = patchset.ensure_variant(tree, variant, True, topics.variant_series(variant), kit)
+        commit = patchset.ensure_variant(tree, variant, variant != "base",
+                                         topics.variant_series(variant), kit)
         buildmod.build_host(tree, variant, commit,
                             buildmod.host_config_source(args.host_config),
                             localmodconfig=args.localmodconfig,

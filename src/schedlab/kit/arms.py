@@ -21,16 +21,22 @@ class KitArm:
     knobs: Tuple[Tuple[str, str], ...] = ()
     needs: str = ""
     before: str = ""    # the arm of the patch before this one: the patch's own effect
+    baseline: str = ""  # the stock kernel's arm: compared with it too
+    kernel: str = "kit"     # the kernel it runs on: KIT or STOCK
 
 
 # The arms by default, the first the reference: its repeat, the
 # should_we_balance() topic's states before the series' (the kit's
 # swb_state: each patch's function, patches/kit/), then patches 8-10's knobs.
 # Every round runs each arm once, in an order shuffled anew each round.
+KIT = "kit"
+STOCK = "stock"
 KIT_ARMS = (
     KitArm("series", "the series, every experimental feature off: the reference",
-           before="swb-one-core"),
+           before="swb-one-core", baseline=STOCK),
     KitArm("series-again", "the same state again: the A/A margin"),
+    KitArm(STOCK, "the kernel users run: the same tree and config without the series, "
+           "booted apart", kernel=STOCK),
     KitArm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
            "swb_state"),
     KitArm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "
@@ -66,8 +72,9 @@ REHEARSAL_ENV = "SCHEDLAB_REHEARSAL"
 
 
 def arms_here(present: Sequence[str]) -> Tuple[List[KitArm], List[KitArm]]:
-    """The arms this kernel can run, and those it cannot (what they need is
-    not in PRESENT, the names of the KernelNeeds found)."""
+    """The arms the kit kernel can run, and those it cannot (what they need
+    is not in PRESENT, the names of the KernelNeeds found); the stock
+    kernel's arm is among the first, run on that kernel."""
     ok = [a for a in KIT_ARMS if not a.needs or a.needs in present]
     return ok, [a for a in KIT_ARMS if a not in ok]
 
@@ -76,6 +83,8 @@ def arm_knobs(arm: KitArm, present: Sequence[str]) -> Tuple[Tuple[str, str], ...
     """ARM's writes: its own, and every other switch in PRESENT (SWITCHES'
     names) as the series posts it; the features in one write of several
     words (guest/run-plan.sh writes each)."""
+    if arm.kernel == STOCK:         # none of the switches: the tree without the series
+        return ()
     own = dict(arm.knobs)
     mine = {v.removeprefix("NO_"): v for k, v in arm.knobs if k == "features"}
     knobs: List[Tuple[str, str]] = []
@@ -97,7 +106,10 @@ def check_rounds(rounds: int) -> None:
 
 
 def patch_pairs(arms: Sequence[KitArm]) -> Tuple[Tuple[str, str], ...]:
-    """Each arm against the arm of the patch before it, where both run: the
-    should_we_balance() topic patch by patch."""
+    """Each arm against the stock kernel's arm and against the arm of the
+    patch before it, where both run: the series against the kernel users
+    run, the should_we_balance() topic patch by patch."""
     names = {a.name for a in arms}
-    return tuple((a.before, a.name) for a in arms if a.before in names)
+    return tuple((a.baseline, a.name) for a in arms if a.baseline in names) + \
+        tuple((a.before, a.name) for a in arms if a.before in names)
+

@@ -24,6 +24,7 @@ class ArmState:
     done: int
     planned: int
     before: str = ""    # the arm of the patch before: compared with it too
+    baseline: str = ""  # the stock kernel's arm: compared with it too
 
 
 def load_json(path: Path) -> dict:
@@ -116,6 +117,8 @@ def pairs(arms: Sequence[ArmState]) -> List[Tuple[str, str, str]]:
     ref = arms[0].name
     out = [(ref, a.name, f"{a.name} against {ref}") for a in arms[1:]]
     names = {a.name for a in arms}
+    out += [(a.baseline, a.name, f"{a.name} against {a.baseline}: against the kernel users "
+             "run") for a in arms if a.baseline in names and a.baseline != ref]
     out += [(a.before, a.name, f"{a.name} against {a.before}: the patch's own effect")
             for a in arms if a.before in names and a.before != ref]
     return out

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from schedlab.core import build as buildmod
+from schedlab.kit.arms import REHEARSAL_ENV
 
 DEBUG_SCHED = Path("/sys/kernel/debug/sched")
 SMT_ACTIVE = Path("/sys/devices/system/cpu/smt/active")
@@ -223,9 +224,27 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
                           "the report")
 
 
+# The variant of the stock kernel the lab builds for a machine (build
+# --host-config --variant base): the same tree and config, no series.
+STOCK_VARIANT = "base"
+
+
+def running_kernel(present: Sequence[str], identity: Dict[str, str]) -> str:
+    """Which of the kit's kernels this is: "kit" (it has the kit's switch),
+    "stock" (the lab's build of the tree without the series; in the
+    rehearsal's guest, any kernel without the switch), or "" (neither)."""
+    if "swb_state" in present:
+        return "kit"
+    if identity.get("variant") == STOCK_VARIANT or os.environ.get(REHEARSAL_ENV):
+        return "stock"
+    return ""
+
+
 def check_kernel(debug_sched: Path, config_text: str,
-                 cpu_dir: Path = CPU_DIR) -> List[PreflightCheck]:
-    """The series in the running kernel, and the options the kit needs."""
+                 cpu_dir: Path = CPU_DIR, stock: bool = False) -> List[PreflightCheck]:
+    """The series in the running kernel (none in the STOCK one: its arm runs
+    there, the others after a reboot into the kit's), and the options the
+    kit needs."""
     checks = []
     found = _features(debug_sched)
     names = found or set()
@@ -234,7 +253,12 @@ def check_kernel(debug_sched: Path, config_text: str,
                                      f"{debug_sched / 'features'} is not readable",
                                      "mount -t debugfs none /sys/kernel/debug (as root), on a "
                                      "kernel with CONFIG_DEBUG_FS"))
-    for need in KERNEL_NEEDS:
+    if stock:
+        checks.append(PreflightCheck("the stock kernel", True,
+                                     f"{os.uname().release}: the tree without the series; its "
+                                     "arm runs here, the series' after a reboot into the kit's "
+                                     "kernel"))
+    for need in KERNEL_NEEDS if not stock else ():
         ok = _has(debug_sched, names, need)
         where = (f"SCHED_FEAT {need.name}" if need.what == "feature"
                  else f"{debug_sched / need.name}")
@@ -316,7 +340,10 @@ def config_text() -> str:
 
 
 def preflight() -> Preflight:
-    return Preflight(check_machine() + check_kernel(DEBUG_SCHED, config_text())
+    conf = config_text()
+    stock = running_kernel(kernel_pieces(DEBUG_SCHED),
+                           kernel_identity(os.uname().release, conf)) == "stock"
+    return Preflight(check_machine() + check_kernel(DEBUG_SCHED, conf, stock=stock)
                      + check_tools())
 
 

@@ -23,7 +23,9 @@ from schedlab.kit import hw, hwreport, reporttext, rounds
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
 
-REHEARSAL_ARMS = ("series", "series-again", "swb-v7.3", "swb-busy")
+# The reference, its repeat (the A/A margin), the stock kernel (a second
+# boot of the guest: the reboot a user makes) and v7.3's should_we_balance().
+REHEARSAL_ARMS = ("series", "series-again", armmod.STOCK, "swb-v7.3")
 SHARE_ARMS = ("series", "lbstats")
 # What the --lb-share pass's report must show: at the level above SMT.
 SHARE_METRIC = "group reads sums could serve"
@@ -74,23 +76,19 @@ class RehearsalOutcome:
     seconds: float = 0.0
 
 
-def every_arm() -> Tuple[str, ...]:
-    """The test stage's arms: all of the kit's."""
-    return tuple(a.name for a in armmod.KIT_ARMS)
-
-
 def folder() -> Path:
     return work_dir() / "hw-rehearsal"
 
 
-def guest_script(req: RehearsalRequest, config: Path, out: Path) -> str:
+def guest_script(req: RehearsalRequest, config: Path, out: Path, fresh: bool = True) -> str:
     """What the guest runs: the kit as a user runs it, then what is left."""
-    # --fresh: the guest's results folder is the host's, kept between
-    # rehearsals; each rehearsal is a new boot and measures everything again.
+    # --fresh in the first boot: the guest's results folder is the host's,
+    # kept between rehearsals; each rehearsal measures everything again.  The
+    # second boot (the stock kernel) goes on with the same command.
     cmd = ["work/venv/bin/python", "-m", "schedlab", "hw", "--rounds", str(req.rounds),
            "--max-rounds", str(req.rounds),
           "--runs", str(req.runs), "--seconds", str(req.seconds),
-          "--bench", ",".join(req.bench), "--no-plots", "--fresh"] + (
+          "--bench", ",".join(req.bench), "--no-plots"] + (["--fresh"] if fresh else []) + (
               ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else []) + (
               ["--seed", str(req.seed)] if req.seed is not None else []) + (
               ["--pass", req.pass_name] if req.pass_name else [])
@@ -140,17 +138,31 @@ def check_switch(values: Dict[str, float], req: RehearsalRequest) -> List[str]:
     return []
 
 
-def check(marks: Dict[str, str], reports: Dict[str, str], req: RehearsalRequest) -> List[str]:
-    """What the rehearsal asks of the guest's marks and of each pass's report
-    (REPORTS by pass name)."""
+def kernels(req: RehearsalRequest) -> List[str]:
+    """The guest's boots, in order: the kit's kernel, then the stock one
+    where the stock arm is asked for."""
+    return [armmod.KIT] + ([armmod.STOCK] if armmod.STOCK in req.arms else [])
+
+
+def check(marks: Dict[str, Dict[str, str]], reports: Dict[str, str],
+          req: RehearsalRequest) -> List[str]:
+    """What the rehearsal asks of each boot's marks (MARKS by kernel) and of
+    each pass's report (REPORTS by pass name)."""
     problems = []
-    if marks.get("hw-rc") != "0":
-        problems.append(f"the kit exited with status {marks.get('hw-rc', 'none (no mark)')}")
-    if marks.get("swb_state") != "4":
-        problems.append(f"swb_state after the kit: {marks.get('swb_state')!r}, not 4 "
-                        "(the kit puts every knob back)")
-    if marks.get("left", "x"):
-        problems.append(f"left running in the guest: {marks.get('left', '(no mark)')}")
+    boots = kernels(req)
+    for n, kernel in enumerate(boots):
+        m = marks.get(kernel, {})
+        # The kit's kernel, with the stock kernel's arm still to run, says so.
+        want = str(rounds.OTHER_KERNEL) if n < len(boots) - 1 else "0"
+        at = f" on the {kernel} kernel" if len(boots) > 1 else ""
+        if m.get("hw-rc") != want:
+            problems.append(f"the kit exited{at} with status "
+                            f"{m.get('hw-rc', 'none (no mark)')}, not {want}")
+        if kernel == armmod.KIT and m.get("swb_state") != "4":
+            problems.append(f"swb_state after the kit: {m.get('swb_state')!r}, not 4 "
+                            "(the kit puts every knob back)")
+        if m.get("left", "x"):
+            problems.append(f"left running in the guest{at}: {m.get('left', '(no mark)')}")
     for kind in req.kinds():
         problems += [f"the {kind.name} pass: {p}"
                      for p in check_report(reports.get(kind.name, ""), req)]
@@ -243,20 +255,29 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
     if topo.threads < 2:
         raise LabError(f"rehearsal: {req.topology} has no SMT; the kit refuses such a "
                        "machine (use smt4 or smt8)")
-    build = built(req.tree.resolve(), BuildSpec("patched", "icount", kit=True))
+    tree = req.tree.resolve()
+    specs = {armmod.KIT: BuildSpec("patched", "icount", kit=True),
+             armmod.STOCK: BuildSpec("base", "icount")}
+    builds = {k: built(tree, specs[k]) for k in kernels(req)}
     out = folder()
     out.mkdir(parents=True, exist_ok=True)
     guest_work = out / "guest"
-    try:
-        res = vm.boot(build.image, topo,
-                      guest_script(req, build.build_dir / ".config", guest_work),
-                      memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,), icount=True,
-                      log=out / "vm.log")
-    except LabError as e:       # a timeout or a boot that failed: the log says more
-        say(f"  rehearsal: {e}")
-        return RehearsalOutcome(False, "", [f"the guest: {e} (console: {out / 'vm.log'})"])
-    (out / "console.txt").write_text(res.output)
-    marks = parse_marks(res.output)
+    marks: Dict[str, Dict[str, str]] = {}
+    seconds = 0.0
+    for n, (kernel, build) in enumerate(builds.items()):
+        log = out / f"vm-{kernel}.log"
+        try:
+            res = vm.boot(build.image, topo,
+                          guest_script(req, build.build_dir / ".config", guest_work, n == 0),
+                          memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,),
+                          icount=True, log=log)
+        except LabError as e:       # a timeout or a boot that failed: the log says more
+            say(f"  rehearsal: {e}")
+            return RehearsalOutcome(False, "", [f"the guest on the {kernel} kernel: {e} "
+                                                f"(console: {log})"])
+        (out / f"console-{kernel}.txt").write_text(res.output)
+        marks[kernel] = parse_marks(res.output)
+        seconds += res.seconds
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
     reports: Dict[str, str] = {}
     with _work(guest_work):
@@ -281,4 +302,4 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
         problems += check_switch(switch, req)
     for p in problems:
         say(f"  rehearsal: {p}")
-    return RehearsalOutcome(not problems, "\n".join(reports.values()), problems, res.seconds)
+    return RehearsalOutcome(not problems, "\n".join(reports.values()), problems, seconds)

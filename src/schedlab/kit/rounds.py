@@ -5,6 +5,7 @@ reports: what `./schedlab hw` does once its request (hw.KitRun) is checked.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from dataclasses import asdict
 from pathlib import Path
@@ -12,11 +13,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
 from schedlab.kit import hwreport, machine, noise, reporttext, significance
-from schedlab.kit.arms import KIT_ARMS, MIN_ROUNDS, KitArm, arm_knobs, arms_here
+from schedlab.kit.arms import KIT, KIT_ARMS, MIN_ROUNDS, STOCK, KitArm, arm_knobs, arms_here
 from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
                              default_arms, order_seed, pick, request)
 from schedlab.measuring import ab, equivalence
 from schedlab.measuring import results as resmod
+from schedlab.measuring import resume
 
 
 RUN_RECORD = "run.json"
@@ -29,7 +31,7 @@ def _arm_states(arms: Sequence[KitArm], rounds: int, runs: int, bench: Sequence[
     planned = rounds * runs * len(bench)
     return [hwreport.ArmState(a.name, a.what, arm_knobs(a, present),
                               hwreport.runs_done(resmod.results_dir(f"{kind.prefix}-{a.name}")),
-                              planned, a.before) for a in arms]
+                              planned, a.before, a.baseline) for a in arms]
 
 
 def report(record: dict, tables: bool = True) -> Path:
@@ -163,19 +165,57 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
         say("hw: everything the kit needs is here")
         return 0
     present = machine.kernel_pieces(machine.DEBUG_SCHED)
-    here, cannot = arms_here(present)
+    kernel = machine.running_kernel(present, box.get("identity") or {}) or KIT
+    if kernel == STOCK:
+        # The kit kernel's arms and switches as the lab builds it: the same
+        # request on both kernels.
+        here, cannot = list(KIT_ARMS), []    # type: List[KitArm], List[KitArm]
+        switches = [n.name for n in machine.KERNEL_NEEDS]
+    else:
+        here, cannot = arms_here(present)
+        switches = list(present)
     status = 0
+    waiting: List[str] = []
     for kind in kit.kinds:
         arms, chosen = pick(here, kit.arms or default_arms(kind, here), kit.bench or kind.bench)
-        status = max(status, _run_pass(kind, arms, chosen, kit, box, present, cannot))
+        st, wait = _run_pass(kind, arms, chosen, kit, box, switches, cannot, kernel)
+        status = max(status, st)
+        waiting += [w for w in wait if w not in waiting]
+    if waiting:
+        say(reboot_text(kernel, waiting, kit.argv))
+        return OTHER_KERNEL
     return status
 
 
+# `hw`'s exit status when arms wait for the other kernel (EX_TEMPFAIL).
+OTHER_KERNEL = 75
+
+
+def reboot_text(kernel: str, waiting: Sequence[str], argv: Sequence[str]) -> str:
+    """What to do when the arms of the other kernel wait: boot it once, run
+    the same command again (without --fresh, which would start over)."""
+    other = STOCK if kernel == KIT else KIT
+    build = ("./schedlab build --host-config --variant base" if other == STOCK
+             else "./schedlab build --host-config")
+    again = [a for a in argv if a != "--fresh"]
+    return "\n".join([
+        f"hw: this kernel's arms are measured; {', '.join(waiting)} run on the {other} kernel "
+        f"({build}, release ...-schedlab-{'base' if other == STOCK else 'patched'}-SOURCES).",
+        "  boot it once, the default entry left as it is: grub-reboot 'ENTRY' && reboot "
+        "(Debian, Ubuntu), grub2-reboot 'ENTRY' && reboot (Fedora, RHEL), or the entry in "
+        "petitboot's menu on POWER;",
+        "  then the same command goes on with its arms: " + shlex.join(list(again)),
+        "  (after them, boot this kernel again for the next round if the intervals are "
+        "still wide; the report is written once every arm has its rounds)"])
+
+
 def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: KitRun,
-              box: dict, present: Sequence[str], cannot: Sequence[KitArm]) -> int:
+              box: dict, present: Sequence[str], cannot: Sequence[KitArm],
+              kernel: str = KIT) -> Tuple[int, List[str]]:
     """One pass of the kit: its 'ab' request, its record in work/PREFIX/run.json,
     its report (also after Ctrl-C); a round more while a headline interval
-    is too wide, up to kit.max_rounds."""
+    is too wide, up to kit.max_rounds.  Only the arms of KERNEL run here:
+    returns the status and the arms that wait for the other kernel."""
     out = work_dir() / kind.prefix
     record: Dict[str, Any] = {}
     started: List[bool] = []
@@ -192,7 +232,8 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
 
     def req_of(n: int) -> ab.AbRequest:
         return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
-                       kit.plots, present, begin, kit.c2c, kind, seed)
+                       kit.plots, present, begin, kit.c2c, kind, seed,
+                       [a.name for a in arms if a.kernel == kernel])
 
     req = req_of(rounds)
     bench = [w.name for w in req.plan.workloads]
@@ -209,9 +250,15 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
         f"shuffled every round with seed {seed} (--seed {seed} repeats the order)")
     folders = {a.name: resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms}
     status = 0
+    waiting: List[str] = []
     try:
         while True:
             status = ab.run(req)
+            done = resume.read(resmod.results_dir(kind.prefix))
+            waiting = ab.pending(req, done, [a for a in req.arms if not req.runs_here(a)]) \
+                if done else []
+            if waiting:
+                break
             wide = significance.too_wide(folders, kit.width)
             record["stopping"] = {"width": kit.width, "max": kit.max_rounds, "met": not wide,
                                   "wide": len(wide), "widest": _widest(wide)}
@@ -222,7 +269,7 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
             say(f"hw: {len(wide)} headline interval(s) wider than {kit.width}% (widest: "
                 f"{_widest(wide)}): round {rounds} of at most {kit.max_rounds}")
             req = req_of(rounds)
-        return status
+        return status, waiting
     finally:
         # Also after Ctrl-C or a failed run, once the runs had started: the
         # report of what finished ('ab' made the tables when all did).

@@ -124,6 +124,13 @@ class AbRequest:
     # The arms of each boot in an order shuffled with this seed (round_orders());
     # None: in the order given.
     order_seed: Optional[int] = None
+    # On this machine: the arms its running kernel runs (their variant names
+    # it); the others run after a reboot into theirs, and the tables wait
+    # for them.  Empty: every arm.
+    here: Tuple[str, ...] = ()
+
+    def runs_here(self, arm: Arm) -> bool:
+        return not self.here or arm.name in self.here
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -187,6 +194,13 @@ def run(req: AbRequest, tables_only: bool = False) -> int:
         else:
             _measure(req, st)
             folders = {a.name: resmod.results_dir(req.label(a)) for a in req.arms}
+            record = resume.read(resmod.results_dir(req.prefix))
+            elsewhere = [a for a in req.arms if not req.runs_here(a)]
+            waiting = pending(req, record, elsewhere) if record else []
+            if waiting:
+                say(f"ab: no tables yet: {', '.join(waiting)} still to measure on their "
+                    "kernel")
+                return 0
         with st.stage("compare"):
             tables(resmod.results_dir(req.prefix), list(req.arms), folders, req.pairs,
                    req.plots)
@@ -243,14 +257,16 @@ def _measure(req: AbRequest, st: Report) -> None:
     record = resume.start(out, "ab", req.record(), req.fresh,
                           [resmod.results_dir(req.label(a)) for a in arms])
     if req.host:
-        # No build: the kernel is the one this machine runs, the same for every arm.
+        # No build: the kernel is the one this machine runs, the one of every
+        # arm that runs here (their variant names it).
         with st.stage("tools"):
             plan.check_tools()
         tree, built_by = None, {}   # type: Any, Dict[str, Any]
         setting = measuremod.host_setting(plan, "host")
-        ident = {"host": [os.uname().release, setting.config]}
-        resume.check_builds(out, record, {"host": {"release": ident["host"][0],
-                                                   "config": ident["host"][1]}})
+        now = next(a.variant for a in arms if req.runs_here(a))
+        ident = {now: [os.uname().release, setting.config]}
+        resume.check_builds(out, record, {now: {"release": ident[now][0],
+                                                "config": ident[now][1]}})
     else:
         tree, built_by = _builds(req, st)
         ident = {v: [b.commit, b.release] for v, b in built_by.items()}
@@ -263,15 +279,18 @@ def _measure(req: AbRequest, st: Report) -> None:
                                + (["boots"] if req.boots > 1 else [])
                                + ([dict(a.knobs)] if a.knobs else [])
                                + (["warm-up"] if plan.warmup else []),
-                               sort_keys=True) for a in arms}
+                               sort_keys=True) for a in arms if a.variant in ident}
     if req.on_start:
         req.on_start()
     if not record.finished:
         for a in arms:
             _clear(resmod.results_dir(req.label(a)))
     units = req.units()
+    # An arm of another kernel was measured in another boot of the machine:
+    # its record stands.
     kept = {(arm.name, boot) for boot, arm in units if record.done(arm.name, boot)
-            and _complete(resmod.results_dir(req.boot_label(arm, boot)), keys[arm.name], plan)}
+            and (arm.name not in keys or _complete(resmod.results_dir(req.boot_label(arm, boot)),
+                                                   keys[arm.name], plan))}
     lost = [f"{n} boot {b + 1}" for n, b in record.finished if (n, b) not in kept]
     if lost:
         say(f"  recorded as finished but not there as such: {', '.join(lost)}: measured again")
@@ -282,7 +301,7 @@ def _measure(req: AbRequest, st: Report) -> None:
             "going on with the next (--fresh measures them all again)")
     for boot, arm in units:
         label = req.boot_label(arm, boot)
-        if (arm.name, boot) not in kept:
+        if (arm.name, boot) not in kept and req.runs_here(arm):
             knobs = "".join(f", {k}={v}" for k, v in arm.knobs)
             name = f"measure {arm.name} ({arm.variant}{knobs}) on {req.topology}" + \
                 (f", boot {boot + 1} of {req.boots}" if req.boots > 1 else "")
@@ -306,8 +325,14 @@ def _measure(req: AbRequest, st: Report) -> None:
             plan = _pinned_latency_tool(plan, label)
     if req.boots > 1:
         for arm in arms:
-            resmod.merge_boots(resmod.results_dir(req.label(arm)), req.boots, keys[arm.name],
-                               req.label(arm))
+            if arm.name in keys:        # another kernel's arms were pooled on it
+                resmod.merge_boots(resmod.results_dir(req.label(arm)), req.boots,
+                                   keys[arm.name], req.label(arm))
+
+
+def pending(req: AbRequest, record: resume.Record, arms: Sequence[Arm]) -> List[str]:
+    """The arms of ARMS with a boot not finished."""
+    return [a.name for a in arms if any(not record.done(a.name, b) for b in range(req.boots))]
 
 
 def _pair_tables(out: Path, tag: str, a_dir: Path, b_dir: Path,

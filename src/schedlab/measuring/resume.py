@@ -133,13 +133,16 @@ def start(folder: Path, command: str, request: Dict[str, Any], fresh: bool,
 
 def check_builds(folder: Path, record: Record, builds: Dict[str, Any]) -> None:
     """The builds' identity: refused when it differs from the one the finished
-    boots measured (the series or the tree changed since), kept otherwise."""
+    boots measured (the series or the tree changed since), kept otherwise.
+    A build the record does not name yet joins it (on a machine, the other
+    kernel's arms measured in another boot of it)."""
     builds = _plain(builds)
     unknown = any(not v for b in builds.values() if isinstance(b, dict) for v in b.values())
     if unknown:     # a build the lab did not record (made by hand): nothing to hold it to
         return
-    if record.finished and record.builds and record.builds != builds:
-        diffs = differences(record.builds, builds)
+    held = {k: v for k, v in record.builds.items() if k in builds}
+    if record.finished and held and held != builds:
+        diffs = differences(held, {k: v for k, v in builds.items() if k in held})
         raise _refusal(folder, record, [f"builds: {d}" for d in diffs])
-    record.builds = builds
+    record.builds = {**record.builds, **builds} if record.finished else builds
     write(folder, record)
