@@ -186,6 +186,44 @@ def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, 
     assert measure.estimate_seconds(plan.with_(warmup=True)) > measure.estimate_seconds(plan)
 
 
+def test_bccs_funclatency_is_found_in_bccs_folder_off_path(tmp_path):
+    # Fedora and RHEL keep bcc's tools in /usr/share/bcc/tools, not on PATH
+    # as funclatency-bpfcc: a stand-in there is tried, picked and run.
+    bcc = tmp_path / "bcc"
+    bcc.mkdir()
+    tool = bcc / "funclatency"
+    tool.write_text("#!/bin/sh\n"
+                    "if [ \"$1\" = -d ]; then echo 'usecs : count distribution'; exit 0; fi\n"
+                    "echo \"Tracing 1 functions for $1\"\n"
+                    "trap 'echo \"usecs : count distribution\"; exit 0' INT\n"
+                    "while :; do sleep 0.1; done\n")
+    tool.chmod(0o755)
+    kallsyms = tmp_path / "kallsyms"
+    kallsyms.write_text("".join(f"ffffffff81000000 t {f}\n"
+                                for f in probemod.PROBES["latency"].functions))
+    w = workmod.Workload("fake", "echo Time: 1.5", parsers.hackbench, (), "a fake workload",
+                         timed=False)
+    plan = planmod.Plan((w,), ("latency",), runs=1, seconds=1, latency_tool="bcc")
+    d = planmod.write(plan, tmp_path / "plan")
+    env = (d / "plan.env").read_text()
+    for old, new in ((planmod.BCC_DIR, bcc), (planmod.KALLSYMS, kallsyms),
+                     (planmod.KNOB_DIR, tmp_path / "sched")):
+        assert str(old) in env
+        env = env.replace(str(old), str(new))
+    (d / "plan.env").write_text(env)
+    out = tmp_path / "out"
+    out.mkdir()
+    # No /usr/sbin on PATH: this machine's own funclatency-bpfcc stays out.
+    proc = subprocess.run(["bash", str(planmod.runner()), str(d), str(out)],
+                          env=dict(os.environ, PATH=f"{FAKEBIN}:/usr/bin:/bin"),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "latency-tool.txt").read_text() == "bcc\n"
+    assert "bcc: works" in (out / "latency-why.txt").read_text()
+    assert "Tracing 1 functions for should_we_balance" in \
+        (out / "fake-0" / "latency.txt").read_text()
+
+
 def test_knobs_are_written_checked_and_restored(tmp_path):
     plan, d, knob_dir = _fake_plan(tmp_path, [("newidle_cost_pct", "1000")],
                                    f"cat {tmp_path}/sched/newidle_cost_pct; "

@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import sys
 
 from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
-from schedlab.core.util import LabError, say
+from schedlab.core.util import LabError, log_dir, run, say
 from schedlab.kit import arms as armmod
-from schedlab.kit import hw, kitproof, machine, rehearsal, rounds
+from schedlab.kit import distro, hw, kitproof, machine, rehearsal, rounds
+
+
+def kit_setup(install: bool = True) -> int:
+    """`hw --setup`: this distribution's plan, printed, then its packages
+    installed (as root)."""
+    d = distro.here()
+    say(distro.setup_text(d, platform.machine()))
+    if not install:
+        return 0
+    if os.geteuid() != 0:
+        raise LabError("hw --setup installs packages: run it as root (sudo)")
+    log = log_dir() / "hw-setup.log"
+    if run(d.install_command(), log=log, check=False).returncode != 0:
+        raise LabError(f"hw --setup: the install failed (log: {log}); the command is above")
+    say(f"hw --setup: installed (log: {log}); './schedlab hw --check' says what is left")
+    return 0
 
 
 def cmd_hw(args: argparse.Namespace) -> int:
+    if args.setup:
+        return kit_setup()
     if args.code_only and not args.switch_proof:
         raise LabError("hw --code-only goes with --switch-proof")
     bench = args.bench.split(",") if args.bench else None
@@ -72,6 +92,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
 def add_hw(sub: Sub) -> None:
     p = command(sub, "hw", cmd_hw, "on an SMT machine booted into the series: check what the "
                 "kit needs, record the machine, run the arms interleaved (work/results/hw-*)", """
+./schedlab hw --setup                      # as root: the kit's packages (apt or dnf), once
 ./schedlab hw --check                      # as root: the kernel, the config, SMT, the tools; work/hw/
 ./schedlab hw --plan --rounds 5 --seconds 30   # the arms this kernel can run, the benchmarks, the time
 ./schedlab hw                              # the throughput pass (nothing attached), then the
@@ -84,6 +105,11 @@ def add_hw(sub: Sub) -> None:
 ./schedlab hw --switch-proof               # on the lab host: each swb_state under icount against
                                            # the kernel built at its patch""")
     what = p.add_mutually_exclusive_group()
+    what.add_argument("--setup", action="store_true",
+                      help="install what the kit needs on this distribution (Debian, Ubuntu, "
+                           "Fedora, RHEL; apt or dnf), nothing of the VM lab, and print how to "
+                           "build, install and boot the kernels; as root. After it the kit "
+                           "runs offline")
     what.add_argument("--check", action="store_true",
                       help="only the checks and the machine's record")
     what.add_argument("--plan", action="store_true",

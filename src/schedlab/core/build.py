@@ -423,13 +423,15 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
                configure_only: bool = False) -> Path:
     """An installable kernel for this machine: the host's config, LOCALVERSION
     -schedlab-VARIANT-SOURCES, the measurement series applied by the caller's commit;
-    Debian packages (bindeb-pkg) where dpkg exists, else a plain build."""
+    Debian packages (bindeb-pkg) where dpkg exists, RPMs (binrpm-pkg) where
+    rpmbuild does, else a plain build; refused when olddefconfig dropped an
+    option the kit needs."""
     arch = native_arch()
     bdir = build_dir_for(tree, variant, "host", arch)
     log = log_dir() / f"build-{tree.key}-{variant}-host-{arch.name}.log"
     log.write_text("")
     if package is None:
-        package = shutil.which("dpkg-deb") is not None
+        package = bool(shutil.which("dpkg-deb") or shutil.which("rpmbuild"))
     with tree.locked(f"build {variant}/host"):
         tree.checkout(commit)
         bdir.mkdir(parents=True, exist_ok=True)
@@ -449,20 +451,47 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
             run_make(base + [f"LSMOD={lsmod}", "localmodconfig"], tree.path, log,
                      "localmodconfig", quiet=True)
         run_make(base + ["olddefconfig"], tree.path, log, "configure", quiet=True)
+        lost = host_config_lost((CONFIG_DIR / "host.config").read_text(),
+                                (bdir / ".config").read_text())
+        if lost:
+            raise LabError("build --host-config: olddefconfig dropped what the kit needs: "
+                           + ", ".join(f"{k} ({v[0]} asked, {v[1]} now)"
+                                       for k, v in lost.items())
+                           + "; CONFIG_DEBUG_INFO_BTF needs pahole (Debian and Fedora: the "
+                           f"package dwarves), the others their dependencies (log: {log})")
         release = run_make_output(base + ["-s", "kernelrelease"], tree.path)
         say(f"  configured {release}")
         if configure_only:
             return bdir
-        target = ["bindeb-pkg"] if package else []
+        target = [package_target()] if package else []
         took = run_make(base + target, tree.path, log, f"build {variant}/host")
-    if package:
-        debs = sorted(bdir.parent.glob(f"linux-image-{release}_*.deb"))
-        say(f"  built {release} in {fmt_secs(took)}; install with: sudo dpkg -i "
-            + " ".join(str(d) for d in debs or [bdir.parent / "linux-image-*.deb"]))
+    if package and target == ["bindeb-pkg"]:
+        debs = sorted(bdir.parent.glob(f"linux-*-{release}_*.deb"))
+        say(f"  built {release} in {fmt_secs(took)}; install the image and headers with: "
+            "sudo dpkg -i " + " ".join(str(d) for d in debs or
+                                       [bdir.parent / f"linux-*-{release}_*.deb"]))
+    elif package:
+        rpms = sorted(bdir.glob("rpmbuild/RPMS/*/kernel-*.rpm"))
+        say(f"  built {release} in {fmt_secs(took)}; install the kernel and headers with: "
+            "sudo rpm -ivh " + " ".join(str(r) for r in rpms or
+                                        [bdir / "rpmbuild/RPMS/*/kernel-*.rpm"]))
     else:
         say(f"  built {release} in {fmt_secs(took)}; install with: sudo make O={bdir} "
             "modules_install install (from the tree)")
     return bdir
+
+
+def package_target() -> str:
+    """The make target that packages a kernel the distribution's way: Debian
+    packages where dpkg is, RPMs where rpmbuild is."""
+    return "bindeb-pkg" if shutil.which("dpkg-deb") else "binrpm-pkg"
+
+
+def host_config_lost(requested: str, final: str) -> Dict[str, tuple]:
+    """The options of host.config (REQUESTED) that the final config does not
+    have as asked: olddefconfig drops an option whose dependencies are not
+    met (BTF without pahole, say), and the kit's probes need each."""
+    return config_mismatches(parse_config(requested), parse_config(final))
 
 
 def run_make_output(cmd: List[str], tree: Path) -> str:

@@ -17,6 +17,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
 : "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?} ${WARMUP:?}"
+: "${BCC_DIR:?} ${KALLSYMS:?}"
 
 PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
 MOUNTED=
@@ -126,7 +127,7 @@ cat /sys/devices/system/cpu/vulnerabilities/retbleed > "$OUT/retbleed.txt" 2>/de
 	dpkg-query -W -f '${Package} ${Version}\n' bpftrace bpfcc-tools libbpf-tools stress-ng rt-tests linux-perf dbench
 } > "$OUT/versions.txt" 2>&1
 
-have() { grep -qE " $1$" /proc/kallsyms; }
+have() { grep -qE " $1$" "$KALLSYMS"; }
 try_bt() {
 	timeout -k 5 150 bpftrace -e "$(cat "$1" "$PLAN/bt/gate.bt")
 interval:s:1 { exit(); }" > "$PD/try.txt" 2>&1 && grep -q Attaching "$PD/try.txt"
@@ -135,6 +136,7 @@ cp /bin/true "$PD/schedlab-on"
 cp /bin/true "$PD/schedlab-off"
 
 LAT=none
+LATPATH=
 LATSTART=0
 MORE=
 CYCLES=
@@ -165,7 +167,7 @@ else
 		ok=1
 		for f in $funcs; do
 			if ! have "$f"; then
-				echo "$p: $f is not in /proc/kallsyms (inlined?)" >> "$OUT/probes-missing.txt"
+				echo "$p: $f is not in $KALLSYMS (inlined?)" >> "$OUT/probes-missing.txt"
 				ok=
 			fi
 		done
@@ -198,7 +200,9 @@ else
 	if grep -qx latency "$OUT/probes-used.txt" 2>/dev/null; then
 		for t in $LATENCY_TOOLS; do
 			case $t in
-				bcc) C=$(command -v funclatency-bpfcc) ;;
+				# bcc's tool: NAME-bpfcc on PATH (Debian, Ubuntu), or
+				# in bcc's folder (Fedora, RHEL).
+				bcc) C=$(command -v funclatency-bpfcc || command -v "$BCC_DIR/funclatency") ;;
 				libbpf) C=$(PATH=$PATH:/usr/sbin command -v funclatency) ;;
 				bpftrace) C=bpftrace ;;
 				*) C= ;;
@@ -223,6 +227,7 @@ else
 					continue
 				fi
 				LAT=$t
+				LATPATH=$C
 				LATSTART=$START
 				echo "$t: works, starts in ${START}s" >> "$OUT/latency-why.txt"
 				break
@@ -286,7 +291,7 @@ fi
 
 # Unbuffered: the "Tracing" line must reach the file while the tool runs.
 case $LAT in
-	bcc) LATC=(python3 "$SIGDFL" env PYTHONUNBUFFERED=1 funclatency-bpfcc) ;;
+	bcc) LATC=(python3 "$SIGDFL" env PYTHONUNBUFFERED=1 "$LATPATH") ;;
 	libbpf) LATC=(stdbuf -oL "$(PATH=$PATH:/usr/sbin command -v funclatency)") ;;
 	*) LATC=() ;;
 esac

@@ -19,6 +19,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tup
 
 from schedlab.core import build as buildmod
 from schedlab.kit.arms import REHEARSAL_ENV
+from schedlab.kit.distro import BCC_DIR
 
 DEBUG_SCHED = Path("/sys/kernel/debug/sched")
 SMT_ACTIVE = Path("/sys/devices/system/cpu/smt/active")
@@ -65,15 +66,17 @@ class Tool:
 TOOLS = (
     Tool(("funclatency-bpfcc", "funclatency"),
          "should_we_balance(), sched_balance_rq() and sched_balance_newidle() latency",
-         "apt-get install bpfcc-tools (or libbpf-tools)"),
-    Tool(("bpftrace",), "call counts and the counting window", "apt-get install bpftrace"),
+         "./schedlab hw --setup (Debian: bpfcc-tools or libbpf-tools; Fedora, RHEL: "
+         "bcc-tools)"),
+    Tool(("bpftrace",), "call counts and the counting window",
+         "./schedlab hw --setup (the package bpftrace)"),
     Tool(("perf",), "perf stat cycles, perf bench sched, perf c2c",
-         "apt-get install linux-perf"),
+         "./schedlab hw --setup (Debian: linux-perf; Fedora, RHEL: perf)"),
     Tool(("hackbench",), "hackbench process and thread, pipes and sockets",
-         "apt-get install rt-tests"),
-    Tool(("tbench", "tbench_srv"), "tbench", "apt-get install dbench"),
+         "./schedlab hw --setup (the package rt-tests)"),
+    Tool(("tbench", "tbench_srv"), "tbench", "./schedlab hw --setup (the package dbench)"),
     Tool(("stress-ng",), "the busy levels of the should_we_balance() runs",
-         "apt-get install stress-ng"),
+         "./schedlab hw --setup (the package stress-ng)"),
     Tool(("schbench",), "wakeup latency under load",
          "not packaged: git clone of schbench (kernel.org's mason/schbench), make, "
          "and put schbench on PATH", optional=True),
@@ -313,15 +316,57 @@ def check_machine(cpu_dir: Path = CPU_DIR, smt_active: Path = SMT_ACTIVE,
     return checks
 
 
+# Where a distribution keeps tools off PATH: /usr/sbin, bcc's tools folder
+# (Fedora, RHEL: funclatency there is bcc's).
+TOOL_DIRS = ("/usr/sbin", BCC_DIR)
+
+
+def find_tool(names: Sequence[str],
+              which: Callable[[str], Optional[str]] = shutil.which) -> Optional[str]:
+    """The first of NAMES on PATH or in TOOL_DIRS, as found."""
+    for n in names:
+        for cand in (n, *(f"{d}/{n}" for d in TOOL_DIRS)):
+            if which(cand):
+                return cand
+    return None
+
+
 def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[PreflightCheck]:
     out = []
     for t in TOOLS:
-        found = next((n for n in t.names if which(n) or which(f"/usr/sbin/{n}")), None)
+        found = find_tool(t.names, which)
         skipped = "" if found or not t.optional else " (optional: not found, left out)"
         out.append(PreflightCheck(f"tool {t.names[0]}", found is not None or t.optional,
                                   f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
                                   "" if found else t.how))
     return out
+
+
+def check_perf(run: Callable[[Sequence[str]], Tuple[int, str]]) -> Optional[PreflightCheck]:
+    """Whether perf runs on this kernel (Ubuntu's /usr/bin/perf is a wrapper
+    that fails on a kernel without its linux-tools package); None without
+    perf (check_tools names it)."""
+    rc, text = run(["perf", "stat", "-e", "task-clock", "--", "true"])
+    if rc == 127:
+        return None
+    ok = rc == 0 and "task-clock" in text
+    why = " ".join(text.split())[:160]
+    return PreflightCheck("perf on this kernel", ok,
+                          "perf stat runs" if ok else f"perf stat fails here: {why}",
+                          "" if ok else "build the perf of the kernel's own tree and put it "
+                          "first on PATH: make -C TREE/tools/perf O=/tmp/perf && export "
+                          "PATH=/tmp/perf:$PATH")
+
+
+def _run_text(argv: Sequence[str]) -> Tuple[int, str]:
+    """ARGV's exit status and its output and errors (127: not there)."""
+    if not shutil.which(argv[0]):
+        return 127, ""
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 1, str(e)
+    return p.returncode, p.stdout + p.stderr
 
 
 # A kernel config to read instead of the running kernel's, where it keeps
@@ -343,8 +388,9 @@ def preflight() -> Preflight:
     conf = config_text()
     stock = running_kernel(kernel_pieces(DEBUG_SCHED),
                            kernel_identity(os.uname().release, conf)) == "stock"
+    perf = check_perf(_run_text)
     return Preflight(check_machine() + check_kernel(DEBUG_SCHED, conf, stock=stock)
-                     + check_tools())
+                     + check_tools() + ([perf] if perf else []))
 
 
 # ------------------------------------------------------------------ the machine

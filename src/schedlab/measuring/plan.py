@@ -28,6 +28,10 @@ RUN_MARK = "@@schedlab-run"
 # of --seconds where that is less), and two of the places it looks.
 WATCH_EVERY = 5
 TRACEFS = "/sys/kernel/tracing"
+# Where bcc keeps its tools when they are not on PATH as NAME-bpfcc
+# (Fedora, RHEL), and where the runner finds which functions are out of line.
+BCC_DIR = "/usr/share/bcc/tools"
+KALLSYMS = "/proc/kallsyms"
 KPROBES_LIST = "/sys/kernel/debug/kprobes/list"
 # The files of KNOB_DIR a plan may write: 7.3's own (kernel/sched/debug.c),
 # the series' newidle_cost_pct and the kit's swb_state (patches/kit/).  A
@@ -165,6 +169,8 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("WATCH_EVERY", max(1, min(WATCH_EVERY, plan.seconds // 3))),
         _env_line("TRACEFS", TRACEFS),
         _env_line("KPROBES_LIST", KPROBES_LIST),
+        _env_line("BCC_DIR", BCC_DIR),
+        _env_line("KALLSYMS", KALLSYMS),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(
