@@ -561,6 +561,16 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
     assert boots == [3, 4, 5, 6]
     record = json.loads((tmp_path / "hw-tp" / rounds.RUN_RECORD).read_text())
     assert record["rounds"] == 6 and record["stopping"]["met"]
+    # Run again (a resume): the rounds the rule added stand.
+    from schedlab.measuring import resume
+    rec = resume.Record("ab", {"boots": 6})
+    for arm in ("series", "lbstats"):
+        for b in range(6):
+            rec.finish(arm, b)
+    resume.write(tmp_path / "results" / "hw-tp", rec)
+    assert rounds.recorded_rounds(hw.THROUGHPUT) == 6
+    boots.clear()
+    assert rounds.run(False, kit) == 0 and boots == [6]
     text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()
     assert "rounds stopped at: 6: every headline interval within 15.0% of its mean" in text
     assert "### What survives the correction for many comparisons" in text
@@ -628,6 +638,13 @@ def test_the_stock_kernels_arm_runs_after_a_reboot_into_it(tmp_path, monkeypatch
     with pytest.raises(LabError, match="builds: stock: .*89abcdef.* there, .*00000000.* now"):
         rounds.run(False, hw.KitRun(3, 4, arms=("series", "stock", "swb-v7.3"),
                                     bench=("stress-100",), kinds=(hw.THROUGHPUT,), width=0.001))
+    # On the stock kernel, a run of the kit kernel's arms only measures
+    # nothing here and sends the user back.
+    measured.clear()
+    assert rounds.run(False, hw.KitRun(3, 3, arms=("series", "swb-v7.3"),
+                                        bench=("stress-100",), kinds=(hw.THROUGHPUT,),
+                                        fresh=True)) == rounds.OTHER_KERNEL
+    assert measured == []
 
 
 def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):

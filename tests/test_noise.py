@@ -30,10 +30,13 @@ def _machine(root: Path, govs=("powersave", "powersave", "performance")) -> Path
 def test_the_record_names_governor_boost_idle_states_and_smt(tmp_path, monkeypatch):
     root = _machine(tmp_path)
     monkeypatch.setattr(noise, "busy", lambda *a, **k: ["stress-ng (12) 97%"])
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/sched_schedstats").write_text("1\n")
     rec = noise.record(root)
     assert rec == {"governor": "powersave x 2, performance x 1", "boost": "boost 1",
                    "idle states": "intel_idle: POLL, C1, C6 (disabled)",
-                   "smt": "control on, active 1", "busy processes": ["stress-ng (12) 97%"]}
+                   "smt": "control on, active 1", "schedstats": "1",
+                   "busy processes": ["stress-ng (12) 97%"]}
     assert noise.record(tmp_path / "empty")["governor"] == "no cpufreq"
 
 

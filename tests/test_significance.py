@@ -63,6 +63,23 @@ def test_an_interval_too_wide_is_named_widest_first(tmp_path):
                                           "stress-50": [100, 110, 90]}),
                "b": _arm(tmp_path / "b", {"stress-100": [100, 101]})}
     wide = significance.too_wide(folders, 5.0)
-    assert [(a, w) for a, w, _, _ in wide] == [("a", "stress-50"), ("b", "stress-100")]
-    assert wide[0][3] > wide[1][3] > 5.0
-    assert significance.too_wide(folders, 100.0) == []
+    # b has no stress-50 run (as wide as can be), a's spreads 20%, b's two
+    # runs of stress-100 give a wide interval; a's stress-100 is narrow.
+    assert [(a, w) for a, w, _, _ in wide] == [("b", "stress-50"), ("a", "stress-50"),
+                                               ("b", "stress-100")]
+    assert wide[0][3] > wide[1][3] > wide[2][3] > 5.0
+    folders["b"] = _arm(tmp_path / "b1", {"stress-100": [100, 101], "stress-50": [99, 101]})
+    assert significance.too_wide(folders, 1000.0) == []
+    # An arm whose runs are all invalid, or which lacks a metric another arm
+    # has, does not let the rounds stop.
+    folders["c"] = tmp_path / "c"           # nothing finished
+    folders["b"] = _arm(tmp_path / "b2", {"stress-100": [100, 100.1, 99.9]})
+    wide = significance.too_wide(folders, 100.0)
+    assert ("c", "-", significance.NOTHING) in [w[:3] for w in wide]
+    assert ("b", "stress-50", "stress-ng cpu bogo-ops/s") in [w[:3] for w in wide]
+
+
+def test_a_pair_and_its_mirror_are_one_test():
+    pairs = [("series", "stock"), ("series", "swb-v7.3"), ("stock", "series"),
+             ("series", "swb-v7.3")]
+    assert significance.one_way(pairs) == [("series", "swb-v7.3"), ("stock", "series")]

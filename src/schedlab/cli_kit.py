@@ -99,6 +99,8 @@ def add_hw(sub: Sub) -> None:
                                            # probe pass; work/results/hw-tp/ and hw/report.md
 ./schedlab hw --pass throughput            # one pass only
 ./schedlab hw --report                     # the report again from what finished (after Ctrl-C)
+# exit status 75: this kernel's arms are done, the other kernel's (stock or kit) wait:
+# boot it once and run the same command again
 ./schedlab hw --lb-share                   # a pass of its own: how much SG_STATS_REUSE's sums
                                            # could serve here (work/results/hw-share/report.md)
 ./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked

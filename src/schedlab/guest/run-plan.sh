@@ -339,9 +339,11 @@ gate() {
 
 # What a clean run must not have beside it, one line each: a tracer's or
 # a profiler's process (perf bench is a workload, not a probe), a BPF
-# program of a tracing type (bpftool's list, else the fdinfo of the
-# processes that hold one), a kprobe, an ftrace tracer or event, and
-# schedstats switched since the plan started.
+# program of a tracing type (bpftool's list, but the kernel's own
+# iterators of CONFIG_BPF_PRELOAD; else the fdinfo of the processes that
+# hold one), a kprobe, a function ftrace or a trampoline patches, an ftrace
+# tracer or event, and schedstats switched since the plan started.
+# debugfs and tracefs files read as size 0: they are read, not tested.
 attached() {
 	local t=$TRACEFS v
 	ps -eo pid=,args= | awk '{
@@ -350,17 +352,20 @@ attached() {
 		    b ~ /^(bpftrace|funclatency.*|.*-bpfcc)$/ || $3 ~ /\/bcc\/tools\// ||
 		    (a == "perf" && $3 != "bench")) print "process " $0 }'
 	if command -v bpftool > /dev/null; then
-		bpftool prog show 2> /dev/null | awk '$2 ~ /^(kprobe|tracepoint|raw_tracepoint|raw_tracepoint_writable|perf_event|tracing)$/ { print "bpf program " $0 }'
+		bpftool prog show 2> /dev/null | awk '$2 ~ /^(kprobe|tracepoint|raw_tracepoint|raw_tracepoint_writable|perf_event|tracing)$/ && $4 !~ /^dump_bpf_(map|prog)$/ { print "bpf program " $0 }'
 	else
 		# BPF_PROG_TYPE_ KPROBE 2, TRACEPOINT 5, PERF_EVENT 7,
 		# RAW_TRACEPOINT 17, RAW_TRACEPOINT_WRITABLE 24, TRACING 26
-		grep -hs '^prog_type:' /proc/[0-9]*/fdinfo/* | awk '$2 ~ /^(2|5|7|17|24|26)$/ { n[$2]++ }
+		find /proc/[0-9]*/fdinfo -type f -exec grep -hs '^prog_type:' {} + 2> /dev/null |
+			awk '$2 ~ /^(2|5|7|17|24|26)$/ { n[$2]++ }
 			END { for (k in n) print "bpf program of type " k " (" n[k] " fd)" }'
 	fi
-	[ -s "$KPROBES_LIST" ] && sed 's/^/kprobe /' "$KPROBES_LIST" | head -5
+	head -5 "$KPROBES_LIST" 2> /dev/null | sed 's/^/kprobe /'
+	head -3 "$t/enabled_functions" 2> /dev/null | sed 's/^/ftrace on /'
 	v=$(cat "$t/current_tracer" 2> /dev/null)
 	[ -n "$v" ] && [ "$v" != nop ] && echo "ftrace tracer $v"
-	[ -s "$t/set_event" ] && echo "ftrace events $(head -3 "$t/set_event" | tr '\n' ' ')"
+	v=$(head -3 "$t/set_event" 2> /dev/null | tr '\n' ' ')
+	[ -n "$v" ] && echo "ftrace events $v"
 	v=$(sysctl -n kernel.sched_schedstats 2> /dev/null || echo 0)
 	[ "$v" != "$OLD_SCHEDSTATS" ] && echo "schedstats switched from $OLD_SCHEDSTATS to $v"
 	return 0

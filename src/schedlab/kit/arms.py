@@ -36,7 +36,9 @@ KIT_ARMS = (
            before="swb-one-core", baseline=STOCK),
     KitArm("series-again", "the same state again: the A/A margin"),
     KitArm(STOCK, "the kernel users run: the same tree and config without the series, "
-           "booted apart", kernel=STOCK),
+           "booted apart (against it the series carries the measurement series and the "
+           "kit's switch too, and boot-to-boot noise the A/A margin does not hold)",
+           kernel=STOCK),
     KitArm("swb-v7.3", "should_we_balance() of v7.3 (swb_state 0)", (("swb_state", "0"),),
            "swb_state"),
     KitArm("swb-busy", "should_we_balance() up to 'Skip the should_we_balance() scan on a busy "

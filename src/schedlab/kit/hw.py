@@ -189,13 +189,13 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
             bench: Optional[Sequence[str]] = None, plots: bool = True,
             present: Sequence[str] = (), on_start: Optional[Callable[[], None]] = None,
             c2c: bool = False, kind: Pass = PROBE_PASS, order_seed: Optional[int] = None,
-            here: Sequence[str] = ()):
+            here: Optional[Sequence[str]] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, in an order shuffled with ORDER_SEED (None: as given), rounds for
     boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
     KernelNeeds this kernel has, arm_knobs()); each benchmark warmed up once
     an arm and round, not recorded.  HERE: the arms the running kernel runs
-    (each arm's variant is its kernel's name); none: all."""
+    (each arm's variant is its kernel's name), maybe none; None: all."""
     bench = list(bench or kind.bench)
     if not kind.arms and "schbench" not in bench and shutil.which("schbench"):
         bench.append("schbench")
@@ -209,7 +209,8 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
                                    for a in arms),
                         prefix=kind.prefix, boots=rounds, fresh=fresh, host=True,
                         timeout=3600, pairs=patch_pairs(arms), plots=plots,
-                        on_start=on_start, order_seed=order_seed, here=tuple(here))
+                        on_start=on_start, order_seed=order_seed,
+                        here=None if here is None else tuple(here))
 
 
 def order_seed(kind: "Pass", fresh: bool, given: Optional[int]) -> int:

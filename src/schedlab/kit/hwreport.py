@@ -178,7 +178,10 @@ def write(results: Path, machine: dict, arms: Sequence[ArmState], argv: Sequence
     lines += ["", "## The arms", "", *arms_section(arms)]
     lines += ["", "## Every arm against the reference", "",
               f"The reference is `{arms[0].name}`. 'pct imp' > 0: the arm did better; "
-              "'*': the 95% confidence intervals of the means do not overlap. "
+              "'*' in the tables below: the 95% confidence intervals of the means do not "
+              "overlap, each comparison alone; only a '*' of the corrected family "
+              "(next section) may be called a difference, and its absence is not a proof "
+              "of none. "
               "The A/A margin is how far the reference's repeated arm moved by chance: a "
               "change inside it is one these runs cannot tell from noise."]
     eq = _text(results / "equivalence.md")

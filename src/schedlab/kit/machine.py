@@ -426,8 +426,9 @@ def _llc_record(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> str:
 
 
 # A kernel the lab built for a machine: its release ends in the variant and
-# the hash of its sources (build.host_config_edits()).
-_LAB_RELEASE = re.compile(r"-schedlab-(?P<variant>[a-z0-9+_.-]+)-(?P<sources>[0-9a-f]{8})$")
+# the hash of its sources (build.host_config_edits()), and a '+' that
+# scripts/setlocalversion adds for a tree not at a release tag.
+_LAB_RELEASE = re.compile(r"-schedlab-(?P<variant>[a-z0-9+_.-]+?)-(?P<sources>[0-9a-f]{8})\+?$")
 
 
 def kernel_identity(release: str, config: str) -> Dict[str, str]:

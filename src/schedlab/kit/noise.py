@@ -117,6 +117,9 @@ def record(root: Path = Path("/"), seconds: float = 1.0) -> Dict[str, object]:
     govs = governors(root)
     return {"governor": _counted(list(govs.values())) or "no cpufreq",
             "boost": boost(root), "idle states": idle_states(root), "smt": smt(root),
+            # on, they cost every run of every pass: a probe pass killed
+            # before its cleanup leaves them so
+            "schedstats": _read(root / "proc/sys/kernel/sched_schedstats"),
             "busy processes": busy(root, seconds, {os.getpid(), os.getppid()})}
 
 

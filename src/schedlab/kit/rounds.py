@@ -72,7 +72,8 @@ def report(record: dict, tables: bool = True) -> Path:
                           significance.section(family))
     replica = equivalence.find_replica([(a.name, "host", arm_knobs(a, record.get("switches", ())))
                                         for a in arms])
-    text = reporttext.write(results, hwreport.title(box, kind.name), kind.about, pairs, named,
+    text = reporttext.write(results, hwreport.title(box, kind.name), kind.about,
+                            significance.one_way(pairs), named,
                             replica, {(t.a, t.b, t.workload, t.metric): t.significant
                                       for t in family}, box, settings, record["argv"])
     say(f"hw: the report to mail: {text}")
@@ -202,8 +203,9 @@ def reboot_text(kernel: str, waiting: Sequence[str], argv: Sequence[str]) -> str
         f"hw: this kernel's arms are measured; {', '.join(waiting)} run on the {other} kernel "
         f"({build}, release ...-schedlab-{'base' if other == STOCK else 'patched'}-SOURCES).",
         "  boot it once, the default entry left as it is: grub-reboot 'ENTRY' && reboot "
-        "(Debian, Ubuntu), grub2-reboot 'ENTRY' && reboot (Fedora, RHEL), or the entry in "
-        "petitboot's menu on POWER;",
+        "(Debian, Ubuntu; ENTRY as grub.cfg names it, 'Advanced options for ...>... with "
+        "Linux RELEASE' in the submenu), grub2-reboot ID && reboot (Fedora, RHEL; ID from "
+        "grubby --info /boot/vmlinuz-RELEASE), or the entry in petitboot's menu on POWER;",
         "  then the same command goes on with its arms: " + shlex.join(list(again)),
         "  (after them, boot this kernel again for the next round if the intervals are "
         "still wide; the report is written once every arm has its rounds)"])
@@ -228,7 +230,8 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
         started.append(True)
 
     seed = order_seed(kind, kit.fresh, kit.seed)
-    rounds = kit.rounds
+    # The rounds the stopping rule added in an earlier boot or run stand.
+    rounds = max(kit.rounds, 0 if kit.fresh else recorded_rounds(kind))
 
     def req_of(n: int) -> ab.AbRequest:
         return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
@@ -269,6 +272,13 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
             say(f"hw: {len(wide)} headline interval(s) wider than {kit.width}% (widest: "
                 f"{_widest(wide)}): round {rounds} of at most {kit.max_rounds}")
             req = req_of(rounds)
+        done = resume.read(resmod.results_dir(kind.prefix))
+        bad = ab.pending(req, done, [a for a in req.arms if req.runs_here(a)]) if done else []
+        if bad:
+            say(f"hw: the {kind.name} pass: {', '.join(bad)} with rounds not finished (runs "
+                "incomplete or invalid: the report's notes say why); the same command "
+                "measures them again")
+            status = max(status, 1)
         return status, waiting
     finally:
         # Also after Ctrl-C or a failed run, once the runs had started: the
@@ -279,6 +289,16 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
                 report(record, tables=False)
             except Exception as e:      # noqa: BLE001 - never hide why the run ended
                 say(f"hw: no report ({type(e).__name__}: {e}); '{_again(kind)}' tries again")
+
+
+def recorded_rounds(kind: Pass) -> int:
+    """The rounds of KIND's run that this one resumes (0 without one)."""
+    try:
+        old = resume.read(resmod.results_dir(kind.prefix))
+    except LabError:
+        return 0
+    boots = old.request.get("boots") if old and old.finished else 0
+    return boots if isinstance(boots, int) else 0
 
 
 def _widest(wide: Sequence[Tuple[str, str, str, float]]) -> str:

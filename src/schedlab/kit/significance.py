@@ -10,6 +10,7 @@ interval be narrow enough.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +47,23 @@ def _runs(folder: Path) -> List[dict]:
         return []
 
 
+def one_way(pairs: Sequence[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """PAIRS with each pair once: where both (A, B) and (B, A) are there, the
+    later one (a patch against the one before it, the series against the
+    stock kernel) stays; a test of the family must not count twice."""
+    out = []
+    for i, (a, b) in enumerate(pairs):
+        if (b, a) not in pairs[i + 1:] and (a, b) not in out:
+            out.append((a, b))
+    return out
+
+
 def headline_tests(folders: Dict[str, Path], pairs: Sequence[Tuple[str, str]]) -> List[Test]:
     """Every headline comparison of PAIRS (arm names, FOLDERS their result
     sets), Holm-corrected as one family; metrics with no better direction
     are left out (nothing to call better)."""
     raw = []
-    for a, b in pairs:
+    for a, b in one_way(pairs):
         ra, rb = _runs(folders[a]), _runs(folders[b])
         if not ra or not rb:
             continue
@@ -82,17 +94,29 @@ def section(tests: Sequence[Test]) -> List[str]:
     return out
 
 
+NOTHING = "no finished run"
+
+
 def too_wide(folders: Dict[str, Path], width: float) -> List[Tuple[str, str, str, float]]:
     """(arm, benchmark, metric, width) of every headline metric whose 95%
     interval of the mean is wider than WIDTH percent of the mean, the widest
-    first; an arm or metric with fewer than two finished runs is too wide."""
+    first.  A metric with fewer than two finished runs is too wide, also
+    where an arm lacks one that another arm has, and an arm with no finished
+    run at all is (NOTHING): runs made invalid do not stop the rounds."""
     flagged = re.compile(compare.HEADLINE)
-    out = []
+    values: Dict[str, Dict[Tuple[str, str], List[float]]] = {}
     for arm, folder in folders.items():
-        for (workload, metric), ms in tablemod.by_metric(_runs(folder)).items():
-            if not flagged.search(metric) or ms[0].get("higher_is_better") is None:
-                continue
-            w = stats.ci_width_pct([m["value"] for m in ms])
+        values[arm] = {k: [m["value"] for m in ms]
+                       for k, ms in tablemod.by_metric(_runs(folder)).items()
+                       if flagged.search(k[1]) and ms[0].get("higher_is_better") is not None}
+    keys = sorted({k for v in values.values() for k in v})
+    out = []
+    for arm, have in values.items():
+        if not have:
+            out.append((arm, "-", NOTHING, math.inf))
+            continue
+        for key in keys:
+            w = stats.ci_width_pct(have[key]) if key in have else math.inf
             if w > width:
-                out.append((arm, workload, metric, w))
+                out.append((arm, key[0], key[1], w))
     return sorted(out, key=lambda x: -x[3])

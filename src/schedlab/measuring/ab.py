@@ -125,12 +125,12 @@ class AbRequest:
     # None: in the order given.
     order_seed: Optional[int] = None
     # On this machine: the arms its running kernel runs (their variant names
-    # it); the others run after a reboot into theirs, and the tables wait
-    # for them.  Empty: every arm.
-    here: Tuple[str, ...] = ()
+    # it), maybe none; the others run after a reboot into theirs, and the
+    # tables wait for them.  None: every arm.
+    here: Optional[Tuple[str, ...]] = None
 
     def runs_here(self, arm: Arm) -> bool:
-        return not self.here or arm.name in self.here
+        return self.here is None or arm.name in self.here
 
     def label(self, arm: Arm) -> str:
         return f"{self.prefix}-{arm.name}"
@@ -263,10 +263,11 @@ def _measure(req: AbRequest, st: Report) -> None:
             plan.check_tools()
         tree, built_by = None, {}   # type: Any, Dict[str, Any]
         setting = measuremod.host_setting(plan, "host")
-        now = next(a.variant for a in arms if req.runs_here(a))
-        ident = {now: [os.uname().release, setting.config]}
-        resume.check_builds(out, record, {now: {"release": ident[now][0],
-                                                "config": ident[now][1]}})
+        now = next((a.variant for a in arms if req.runs_here(a)), "")
+        ident = {now: [os.uname().release, setting.config]} if now else {}
+        if now:
+            resume.check_builds(out, record, {now: {"release": ident[now][0],
+                                                    "config": ident[now][1]}})
     else:
         tree, built_by = _builds(req, st)
         ident = {v: [b.commit, b.release] for v, b in built_by.items()}
