@@ -630,6 +630,10 @@ def test_the_stock_kernels_arm_runs_after_a_reboot_into_it(tmp_path, monkeypatch
                                         bench=("stress-100",), kinds=(hw.THROUGHPUT,))) == 0
     assert measured == [f"hw-tp-stock/boot-{b}" for b in range(3)]
     assert tables == ["hw-tp"]
+    # The report names both kernels, each by the boot that ran its arms.
+    text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()
+    assert "| the kit kernel | 7.3.4-schedlab-patched-0123abcd |" in text
+    assert "| the stock kernel | 7.3.4-schedlab-base-89abcdef |" in text
     from schedlab.measuring import resume
     rec = resume.read(tmp_path / "results" / "hw-tp")
     assert set(rec.builds) == {"kit", "stock"}
@@ -645,6 +649,23 @@ def test_the_stock_kernels_arm_runs_after_a_reboot_into_it(tmp_path, monkeypatch
                                         bench=("stress-100",), kinds=(hw.THROUGHPUT,),
                                         fresh=True)) == rounds.OTHER_KERNEL
     assert measured == []
+
+
+def test_the_probe_pass_runs_the_kit_kernels_arms_only(tmp_path, monkeypatch, capsys):
+    def finished(req):
+        req.on_start()
+        return 0
+    asked = _fake_kit(tmp_path, monkeypatch, finished)
+    rounds.run(False, hw.KitRun(3, 3, arms=("series", "stock", "swb-v7.3"),
+                                bench=("stress-100",)))
+    runs = {req.prefix: [a.name for a in req.arms] for tables, req in asked if not tables}
+    # The stock kernel inlines the probed functions: no probe pass for it.
+    assert runs == {"hw-tp": ["series", "stock", "swb-v7.3"], "hw": ["series", "swb-v7.3"]}
+    asked.clear()
+    rounds.run(False, hw.KitRun(3, 3, arms=("series", "stock"), bench=("stress-100",)))
+    assert [req.prefix for tables, req in asked if not tables] == ["hw-tp"]
+    assert "no probes pass: it runs the arms of kit kernel, of which series is asked" in \
+        capsys.readouterr().out
 
 
 def test_a_pass_is_picked_by_name_and_its_probes_must_fit(capsys):

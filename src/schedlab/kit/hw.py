@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
-from schedlab.kit.arms import KIT_ARMS, KitArm, arm_knobs, arms_here, check_rounds, patch_pairs
+from schedlab.kit.arms import (KIT, KIT_ARMS, STOCK, KitArm, arm_knobs, arms_here, check_rounds,
+                               patch_pairs)
 from schedlab.measuring import ab, measure
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import probes as probemod
@@ -46,13 +47,19 @@ class Pass:
     """One kind of kit run: its probes, the prefix of its result folders
     (work/results/PREFIX-ARM/, the report in work/results/PREFIX/, its run
     record in work/PREFIX/), the arms it runs by default (all this kernel
-    can run if none) and its benchmarks by default."""
+    can run if none), its benchmarks by default, and the kernels whose arms
+    it runs: the probes need the functions the measurement series keeps out
+    of line, which the stock kernel inlines."""
     name: str
     probes: str
     prefix: str
     arms: Tuple[str, ...] = ()
     bench: Tuple[str, ...] = BENCHMARKS
     about: str = ""
+    kernels: Tuple[str, ...] = (KIT,)
+
+    def runs(self, arm: KitArm) -> bool:
+        return arm.kernel in self.kernels
 
 
 # The benchmarks with nothing attached: their own numbers.  The runner
@@ -63,7 +70,8 @@ THROUGHPUT = Pass("throughput", probemod.NO_PROBES, "hw-tp", about=(
     "tracer, schedstats left as the machine had them). The runner checked that before, "
     "every few seconds during and after each run (each run's `watch` in its run-*.json); "
     "a run with anything found is invalid and not in these tables. The numbers here are "
-    "the benchmarks' own; the probe pass's report has the probes' counts and latencies."))
+    "the benchmarks' own; the probe pass's report has the probes' counts and latencies."),
+    kernels=(KIT, STOCK))
 # The same benchmarks with the probes: what each arm's code does per call.
 # The probes cost more in the arms that call the probed functions more, so
 # the benchmarks' own numbers of this pass are not results.

@@ -76,6 +76,8 @@ def machine_section(machine: dict) -> List[str]:
     busy = noise.get("busy processes")
     rows.append(("other busy processes (over 5% of a CPU for 1 s before the runs)",
                  ", ".join(busy) if busy else "none" if busy == [] else ""))
+    rows += [(f"the {k} kernel", kernel_line(v)) for k, v in
+             (machine.get("kernels") or {}).items()]
     out = ["| | |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in rows if v]
     if machine.get("lpar"):
@@ -84,6 +86,14 @@ def machine_section(machine: dict) -> List[str]:
     out += ["", "Kernel command line:", "", "```", machine.get("cmdline", ""), "```",
             "", "The whole record (lscpu, NUMA): `machine.json` beside this report."]
     return out
+
+
+def kernel_line(ident: dict) -> str:
+    """A kernel as the reports name it: its release, and the sources and
+    config it was built from where the lab built it."""
+    more = [f"sources {ident['sources']}" if ident.get("sources") else "",
+            f"config {ident['config']}" if ident.get("config") else ""]
+    return ident.get("release", "") + "".join(f", {m}" for m in more if m)
 
 
 def _lscpu_fields(text: str) -> Dict[str, str]:

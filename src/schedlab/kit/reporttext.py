@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
+from schedlab.kit import hwreport
 from schedlab.measuring import compare, equivalence, stats
 from schedlab.measuring import tables as tablemod
 
@@ -115,6 +116,8 @@ def _machine_lines(machine: dict) -> List[str]:
             ("sources", " ".join(v for v in (ident.get("variant", ""),
                                              ident.get("sources", "")) if v)),
             ("config hash", ident.get("config") or machine.get("config_hash", ""))]
+    rows += [(f"the {k} kernel", hwreport.kernel_line(v))
+             for k, v in (machine.get("kernels") or {}).items()]
     rows += [(k, ", ".join(v) if isinstance(v, list) else str(v)) for k, v in noise.items()]
     out = []
     for k, v in rows:

@@ -52,6 +52,7 @@ def report(record: dict, tables: bool = True) -> Path:
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
     box = record.get("machine") or hwreport.load_json(work_dir() / kind.prefix / "machine.json")
+    box = box | {"kernels": record.get("kernels") or {}}
     folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
     states = _arm_states(arms, record["rounds"], record["runs"], bench,
                          record.get("switches", ()), kind)
@@ -178,7 +179,14 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
     status = 0
     waiting: List[str] = []
     for kind in kit.kinds:
-        arms, chosen = pick(here, kit.arms or default_arms(kind, here), kit.bench or kind.bench)
+        mine = [a for a in here if kind.runs(a)]
+        asked = [n for n in kit.arms if n in {a.name for a in mine}] if kit.arms else None
+        if asked is not None and len(asked) < 2:
+            say(f"hw: no {kind.name} pass: it runs the arms of "
+                f"{' and '.join(k + ' kernel' for k in kind.kernels)}, of which "
+                f"{', '.join(asked) or 'none'} is asked")
+            continue
+        arms, chosen = pick(mine, asked or default_arms(kind, mine), kit.bench or kind.bench)
         st, wait = _run_pass(kind, arms, chosen, kit, box, switches, cannot, kernel)
         status = max(status, st)
         waiting += [w for w in wait if w not in waiting]
@@ -240,10 +248,13 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
 
     req = req_of(rounds)
     bench = [w.name for w in req.plan.workloads]
+    # Each kernel the run met, by the boot that ran its arms.
+    kernels = {} if kit.fresh else dict(hwreport.load_json(out / RUN_RECORD).get("kernels") or {})
+    kernels[kernel] = box.get("identity") or {"release": box.get("kernel", "")}
     record.update({"argv": list(kit.argv), "arms": [a.name for a in arms],
                    "bench": bench, "rounds": rounds, "runs": kit.runs, "seconds": kit.seconds,
                    "plots": kit.plots, "switches": list(present), "c2c": kit.c2c,
-                   "machine": box, "order_seed": seed, "pass": kind.name,
+                   "machine": box, "order_seed": seed, "pass": kind.name, "kernels": kernels,
                    "missing": [a.name for a in cannot],
                    "left_out": [t.names[0] for t in machine.TOOLS if t.optional
                                 and not any(shutil.which(n) for n in t.names)]})
