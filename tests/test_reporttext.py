@@ -57,6 +57,17 @@ def test_the_mailed_report_is_plain_text_under_80_columns(tmp_path):
                  "arm order: shuffled every round with seed 7", "--rounds 5 --seed 7"):
         assert what in text
     assert "stress-100: cpu busy (%, no better direction)" in text
+    # With the kernels of the arms on record, they stand for the one the
+    # record was taken on.
+    both = dict(MACHINE, kernels={"kit": MACHINE["identity"], "stock": {
+        "release": "7.3.4-schedlab-base-89abcdef", "sources": "89abcdef"}})
+    text = reporttext.write(tmp_path / "out2", "t", "a", pairs, folders, "series-again", sig,
+                            both, {}, argv).read_text()
+    flat = " ".join(text.split())
+    assert "the kit kernel: 7.3.4-schedlab-patched-0123abcd, sources 0123abcd, config " \
+        "1a2b3c4d5e6f" in flat
+    assert "the stock kernel: 7.3.4-schedlab-base-89abcdef, sources 89abcdef" in flat
+    assert "  kernel: " not in text
 
 
 def test_a_pair_without_runs_says_so(tmp_path):

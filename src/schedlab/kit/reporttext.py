@@ -111,13 +111,14 @@ def _machine_lines(machine: dict) -> List[str]:
     noise = machine.get("noise") or {}
     rows = [("model", machine.get("model", "")),
             ("threads per core", str(machine.get("threads_per_core", ""))),
-            ("SMT mode", machine.get("smt_mode", "")),
-            ("kernel", ident.get("release") or machine.get("kernel", "")),
-            ("sources", " ".join(v for v in (ident.get("variant", ""),
-                                             ident.get("sources", "")) if v)),
-            ("config hash", ident.get("config") or machine.get("config_hash", ""))]
-    rows += [(f"the {k} kernel", hwreport.kernel_line(v))
-             for k, v in (machine.get("kernels") or {}).items()]
+            ("SMT mode", machine.get("smt_mode", ""))]
+    kernels = machine.get("kernels") or {}
+    # The kernels of the arms, else the one the record was taken on.
+    rows += [(f"the {k} kernel", hwreport.kernel_line(v)) for k, v in kernels.items()] or [
+        ("kernel", ident.get("release") or machine.get("kernel", "")),
+        ("sources", " ".join(v for v in (ident.get("variant", ""),
+                                         ident.get("sources", "")) if v)),
+        ("config hash", ident.get("config") or machine.get("config_hash", ""))]
     rows += [(k, ", ".join(v) if isinstance(v, list) else str(v)) for k, v in noise.items()]
     out = []
     for k, v in rows:

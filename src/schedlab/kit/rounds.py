@@ -250,7 +250,8 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
     bench = [w.name for w in req.plan.workloads]
     # Each kernel the run met, by the boot that ran its arms.
     kernels = {} if kit.fresh else dict(hwreport.load_json(out / RUN_RECORD).get("kernels") or {})
-    kernels[kernel] = box.get("identity") or {"release": box.get("kernel", "")}
+    if any(a.kernel == kernel for a in arms):
+        kernels[kernel] = box.get("identity") or {"release": box.get("kernel", "")}
     record.update({"argv": list(kit.argv), "arms": [a.name for a in arms],
                    "bench": bench, "rounds": rounds, "runs": kit.runs, "seconds": kit.seconds,
                    "plots": kit.plots, "switches": list(present), "c2c": kit.c2c,
