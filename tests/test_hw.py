@@ -568,7 +568,7 @@ def test_the_rounds_go_on_until_every_headline_interval_is_narrow_enough(tmp_pat
         for b in range(6):
             rec.finish(arm, b)
     resume.write(tmp_path / "results" / "hw-tp", rec)
-    assert rounds.recorded_rounds(hw.THROUGHPUT) == 6
+    assert hw.resumed(hw.THROUGHPUT, "boots") == 6
     boots.clear()
     assert rounds.run(False, kit) == 0 and boots == [6]
     text = (tmp_path / "results" / "hw-tp" / "report.md").read_text()

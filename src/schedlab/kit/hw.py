@@ -221,20 +221,24 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
                         here=None if here is None else tuple(here))
 
 
-def order_seed(kind: "Pass", fresh: bool, given: Optional[int]) -> int:
+def resumed(kind: Pass, key: str) -> Optional[int]:
+    """KEY of the request of KIND's run with boots finished, the run this
+    one resumes (the arms' seed, the rounds): None without such a run."""
+    try:
+        old = resume.read(resmod.results_dir(kind.prefix))
+    except LabError:
+        return None
+    value = old.request.get(key) if old and old.finished else None
+    return value if isinstance(value, int) else None
+
+
+def order_seed(kind: Pass, fresh: bool, given: Optional[int]) -> int:
     """The seed that shuffles the arms each round: GIVEN, else the one of
-    KIND's unfinished run that this run resumes, else a new one."""
+    KIND's run that this run resumes, else a new one."""
     if given is not None:
         return given
-    if not fresh:
-        try:
-            old = resume.read(resmod.results_dir(kind.prefix))
-        except LabError:
-            old = None
-        seed = old.request.get("order_seed") if old and old.finished else None
-        if isinstance(seed, int):
-            return seed
-    return random.SystemRandom().randrange(1 << 32)
+    seed = None if fresh else resumed(kind, "order_seed")
+    return random.SystemRandom().randrange(1 << 32) if seed is None else seed
 
 
 @dataclass(frozen=True)

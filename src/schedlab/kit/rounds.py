@@ -15,7 +15,7 @@ from schedlab.core.util import LabError, say, work_dir
 from schedlab.kit import hwreport, machine, noise, reporttext, significance
 from schedlab.kit.arms import KIT, KIT_ARMS, MIN_ROUNDS, STOCK, KitArm, arm_knobs, arms_here
 from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
-                             default_arms, order_seed, pick, request)
+                             default_arms, order_seed, pick, request, resumed)
 from schedlab.measuring import ab, equivalence
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
@@ -239,7 +239,7 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
 
     seed = order_seed(kind, kit.fresh, kit.seed)
     # The rounds the stopping rule added in an earlier boot or run stand.
-    rounds = max(kit.rounds, 0 if kit.fresh else recorded_rounds(kind))
+    rounds = max(kit.rounds, 0 if kit.fresh else resumed(kind, "boots") or 0)
 
     def req_of(n: int) -> ab.AbRequest:
         return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
@@ -301,16 +301,6 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
                 report(record, tables=False)
             except Exception as e:      # noqa: BLE001 - never hide why the run ended
                 say(f"hw: no report ({type(e).__name__}: {e}); '{_again(kind)}' tries again")
-
-
-def recorded_rounds(kind: Pass) -> int:
-    """The rounds of KIND's run that this one resumes (0 without one)."""
-    try:
-        old = resume.read(resmod.results_dir(kind.prefix))
-    except LabError:
-        return 0
-    boots = old.request.get("boots") if old and old.finished else 0
-    return boots if isinstance(boots, int) else 0
 
 
 def _widest(wide: Sequence[Tuple[str, str, str, float]]) -> str:
