@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from schedlab.core.util import LabError
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import arms as armmod
 from schedlab.kit import hw, hwreport, machine, noise, rounds
 
@@ -101,7 +102,7 @@ def test_cache_aware_scheduling_active_is_named_without_refusing(tmp_path):
     llc = _llc_checks(d)
     assert len(llc) == 1 and llc[0].ok
     assert "several LLCs" in llc[0].detail and "SG_STATS_REUSE keeps no sums" in llc[0].detail
-    assert "write 0" in llc[0].fix
+    assert "lbstats arm turns it off" in llc[0].detail and not llc[0].fix
     assert machine._llc_record(d, tmp_path / "none") == "1 (active: several LLCs)"
     (d / "llc_balancing" / "enabled").write_text("0\n")
     llc = _llc_checks(d)
@@ -127,7 +128,7 @@ def test_cache_aware_scheduling_needs_several_llcs(tmp_path):
     (d2 / "llc_balancing").mkdir()
     (d2 / "llc_balancing" / "enabled").write_text("1\n")
     llc = _llc_checks(d2)
-    assert "nor sysfs shows" in llc[0].detail and "write 0" in llc[0].fix
+    assert "nor sysfs shows" in llc[0].detail and "write 0" in llc[0].detail
     assert machine.several_llcs(d2, tmp_path / "none") is None
     two = _caches(tmp_path / "two", "0-7", "0-15")
     assert machine.several_llcs(d2, two) is True and machine._llc_record(d2, two).endswith("several LLCs)")
@@ -189,6 +190,28 @@ def test_the_arms_are_those_whose_pieces_the_kernel_has(tmp_path):
     assert machine.kernel_pieces(tmp_path / "absent") == []
 
 
+def test_the_lbstats_arm_turns_cache_aware_scheduling_off_only_where_active():
+    every = [n.name for n in machine.KERNEL_NEEDS]
+    lb, series, off = ARM["lbstats"], ARM["series"], ARM["llc-off"]
+    # One LLC or no such switch: nobody writes it, llc-off does not run.
+    assert all(k != "llc_balancing/enabled" for a in armmod.KIT_ARMS
+               for k, _ in armmod.arm_knobs(a, every))
+    assert off not in armmod.arms_here(every)[0] and off not in armmod.arms_here(every)[1]
+    # Active: lbstats and llc-off write 0, every other kit arm 1 (as the
+    # machine had it); the stock kernel none.
+    active = every + [armmod.LLC_ACTIVE]
+    assert off in armmod.arms_here(active)[0]
+    assert ("llc_balancing/enabled", "0") in armmod.arm_knobs(lb, active)
+    assert ("llc_balancing/enabled", "0") in armmod.arm_knobs(off, active)
+    assert ("llc_balancing/enabled", "1") in armmod.arm_knobs(series, active)
+    assert armmod.arm_knobs(ARM["stock"], active) == ()
+    # llc-off is the series in every other switch, so lbstats against it
+    # is the feature alone.
+    assert [kv for kv in armmod.arm_knobs(off, active) if kv[0] != "llc_balancing/enabled"] \
+        == [kv for kv in armmod.arm_knobs(series, active) if kv[0] != "llc_balancing/enabled"]
+    assert ("llc-off", "lbstats") in armmod.patch_pairs([series, off, lb])
+
+
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     text = hw.plan_text(["swb_state", "newidle_cost_pct", "SIS_GROUP_IDLE", "SG_STATS_REUSE"],
                         5, 1, 30)
@@ -198,13 +221,23 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     assert "10 arms x 5 rounds" in text and " h" in text
     bare = hw.plan_text([], 5, 1, 30)
     assert "none of the series" in bare and bare.count("NOT HERE") == 7
-    assert hw.estimate(2, 2, 1, 30) == 2 * hw.estimate(1, 2, 1, 30)
+    assert hw.estimate(2, 2, 1, 30, ["stress-100"]) == 2 * hw.estimate(1, 2, 1, 30,
+                                                                        ["stress-100"])
     # Here and booted into the series, with the arms and benchmarks asked for.
     assert "3 arms x 5 rounds" in bare and "10 arms x 5 rounds" in bare
-    few = hw.plan_text([], 5, 1, 30, ["series", "swb-v7.3"], ["stress-100"])
-    assert "benchmarks: stress-100\n" in few and "lbstats" not in few
-    assert "1 arms x 5 rounds x 1 run(s) x 1 benchmarks" in few
-    assert "2 arms x 5 rounds x 1 run(s) x 1 benchmarks, 30s each timed one, booted" in few
+    few = hw.plan_text([], 5, 1, 30, ["series", "swb-v7.3"], ["stress-100"], cpus=16)
+    assert "the throughput pass's benchmarks on 16 CPUs: stress-100\n" in few
+    assert "the probes pass's benchmarks on 16 CPUs: stress-100\n" in few
+    assert "lbstats" not in few
+    assert "1 arms x 5 rounds x 1 run(s), 30s a run, here" in few
+    assert "2 arms x 5 rounds x 1 run(s), 30s a run, booted" in few
+    # Every pass's own benchmarks by default, swept on the CPUs given; no
+    # schbench binary: left out, and said.
+    full = hw.plan_text([], 5, 1, 30, cpus=16)
+    assert "hackbench-thread-pipe-g4, " in full and "tbench-c32" in full
+    assert "schbench-m2" not in full and "schbench: not here" in full
+    assert "schbench-m2-t16" in hw.plan_text([], 5, 1, 30, cpus=16,
+                                             schbench=Path("/x/schbench"))
     with pytest.raises(LabError, match="unknown arm"):
         hw.plan_text([], 5, 1, 30, ["nope"])
 
@@ -215,7 +248,8 @@ def test_the_runs_are_an_ab_request_on_this_machine():
     assert [a.name for a in req.arms] == ["series", "series-again"]
     assert {a.variant for a in req.arms} == {"kit"}       # the kernel they run on
     assert req.plan.runs == 2 and req.plan.seconds == 20
-    assert set(hw.BENCHMARKS) <= set(req.plan.names())
+    assert req.plan.names() == benchmod.expand(hw.PROBE_PASS.bench, hw.ncpu())
+    assert req.plan.warmup
     assert req.record()["tree"] == "host"
 
 
@@ -288,9 +322,11 @@ def test_a_named_config_stands_in_for_the_running_kernels(tmp_path, monkeypatch)
 
 def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
     from schedlab.core.util import LabError
-    arms, bench = hw.pick(armmod.KIT_ARMS, ["series", "lbstats"], ["stress-100"])
-    assert [a.name for a in arms] == ["series", "lbstats"] and bench == ["stress-100"]
-    assert hw.pick(armmod.KIT_ARMS, None, None) == (list(armmod.KIT_ARMS), list(hw.BENCHMARKS))
+    arms = hw.pick(armmod.KIT_ARMS, ["series", "lbstats"], ["stress-100"])
+    assert [a.name for a in arms] == ["series", "lbstats"]
+    assert hw.pick(armmod.KIT_ARMS, None, None) == list(armmod.KIT_ARMS)
+    assert hw.pick(armmod.KIT_ARMS, None, ["hackbench", "tbench-c3", "schbench-m2-t8",
+                                           "hackbench-overload"])
     for names, bench in ((["nope", "series"], None), (["series"], None),
                          (["series", "lbstats"], ["nope"])):
         with pytest.raises(LabError):
@@ -300,7 +336,7 @@ def test_arms_and_benchmarks_are_picked_by_name_before_any_run():
 
 
 def test_the_arms_run_in_the_order_given_and_the_first_is_the_reference():
-    arms, _ = hw.pick(armmod.KIT_ARMS, ["swb-v7.3", "series", "swb-busy"], None)
+    arms = hw.pick(armmod.KIT_ARMS, ["swb-v7.3", "series", "swb-busy"], None)
     assert [a.name for a in arms] == ["swb-v7.3", "series", "swb-busy"]
     req = hw.request(arms, rounds=3, runs=1, seconds=5)
     assert [a.name for a in req.arms] == ["swb-v7.3", "series", "swb-busy"]
@@ -766,7 +802,7 @@ def test_each_swb_state_is_also_compared_with_the_state_before():
     arms = list(armmod.KIT_ARMS)
     assert armmod.patch_pairs(arms) == (("stock", "series"), ("swb-one-core", "series"),
                                         ("swb-v7.3", "swb-busy"), ("swb-busy", "swb-one-cpu"),
-                                        ("swb-one-cpu", "swb-one-core"))
+                                        ("swb-one-cpu", "swb-one-core"), ("llc-off", "lbstats"))
     assert hw.request(arms, 1, 1, 5).pairs == armmod.patch_pairs(arms)
     # Without the state before, no such pair.
     assert armmod.patch_pairs([ARM["series"], ARM["swb-busy"]]) == ()
@@ -877,7 +913,8 @@ def test_the_lb_share_pass_has_its_own_probe_arms_and_folders(tmp_path, monkeypa
     with pytest.raises(Exception, match="no run to report on"):
         rounds.report_again()
     plan = hw.plan_text([n.name for n in machine.KERNEL_NEEDS], 5, 1, 30, kinds=(hw.SHARE,))
-    assert "1 pass(es) x 2 arms x 5 rounds x 1 run(s) x 3 benchmarks" in plan
+    assert "1 pass(es) x 2 arms x 5 rounds x 1 run(s)" in plan
+    assert "benchmarks on " in plan and ": stress-100, stress-90, hackbench-process\n" in plan
 
 
 def test_the_lb_share_pass_without_the_feature_repeats_the_reference():

@@ -178,8 +178,9 @@ def test_a_tracer_beside_a_clean_run_makes_it_invalid(tmp_path, monkeypatch):
 
 
 def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, monkeypatch):
-    plan, d, _ = _fake_plan(tmp_path, command="echo once >> $OUT_COUNT; echo Time: 1.5")
-    planmod.write(plan.with_(warmup=True), d)
+    plan, d, _ = _fake_plan(tmp_path, command="echo once $SECS >> $OUT_COUNT; echo Time: 1.5")
+    plan = plan.with_(warmup=True, seconds=12)
+    planmod.write(plan, d)
     count = tmp_path / "count"
     env = dict(os.environ, PATH=f"{FAKEBIN}:{os.environ['PATH']}", OUT_COUNT=str(count))
     out = tmp_path / "out"
@@ -190,7 +191,8 @@ def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, 
     proc = subprocess.run(["bash", str(planmod.runner()), str(d), str(out)], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert count.read_text() == "once\n" * 3        # the warm-up and the two runs
+    # The warm-up, for its first seconds, and the two runs for theirs.
+    assert count.read_text() == f"once {planmod.WARMUP_MAX}\n" + "once 12\n" * 2
     assert (out / "warmup-fake.txt").read_text() == "Time: 1.5\nstatus 0\n"
     assert proc.stdout.count(planmod.RUN_MARK) == 2
     monkeypatch.setattr(resmod, "results_dir", lambda label: tmp_path / "results" / label)
@@ -198,7 +200,7 @@ def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, 
                           "tcg")
     assert len(runs) == 2
     from schedlab.measuring import measure
-    assert measure.estimate_seconds(plan.with_(warmup=True)) > measure.estimate_seconds(plan)
+    assert measure.estimate_seconds(plan) > measure.estimate_seconds(plan.with_(warmup=False))
 
 
 def test_bccs_funclatency_is_found_in_bccs_folder_off_path(tmp_path):

@@ -6,10 +6,12 @@ import argparse
 import os
 import platform
 import sys
+from pathlib import Path
 
 from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
 from schedlab.core.util import LabError, log_dir, run, say
 from schedlab.kit import arms as armmod
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import distro, hw, kitproof, machine, rehearsal, rounds
 
 
@@ -25,7 +27,14 @@ def kit_setup(install: bool = True) -> int:
     log = log_dir() / "hw-setup.log"
     if run(d.install_command(), log=log, check=False).returncode != 0:
         raise LabError(f"hw --setup: the install failed (log: {log}); the command is above")
-    say(f"hw --setup: installed (log: {log}); './schedlab hw --check' says what is left")
+    say(f"hw --setup: installed (log: {log})")
+    try:
+        built = benchmod.fetch_and_build(benchmod.SCHBENCH)
+        say(f"hw --setup: schbench {built.line()}")
+    except LabError as e:
+        say(f"hw --setup: no schbench ({e}); the kit runs without it, or takes a local copy "
+            "with --bench-dir DIR")
+    say("hw --setup: './schedlab hw --check' says what is left")
     return 0
 
 
@@ -39,8 +48,9 @@ def cmd_hw(args: argparse.Namespace) -> int:
         raise LabError("hw --lb-share is a pass of its own: without --pass")
     if args.c2c and args.pass_name == hw.THROUGHPUT.name:
         raise LabError("hw --c2c is a probe: the throughput pass has none")
-    kinds = ((hw.SHARE,) if args.lb_share else (hw.PASSES[args.pass_name],) if args.pass_name
-             else hw.DEFAULT_PASSES)
+    kinds = tuple(k.labelled(args.label) for k in (
+        (hw.SHARE,) if args.lb_share else (hw.PASSES[args.pass_name],) if args.pass_name
+        else hw.DEFAULT_PASSES))
     hw.refuse_unknown(args.arm, bench)
     if args.lb_share and (args.c2c or args.switch_proof):
         raise LabError("hw --lb-share is a pass of its own: without "
@@ -56,7 +66,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
             tuple(bench or rehearsal.BENCH),
             args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
             rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
-            seed=args.seed, pass_name=args.pass_name,
+            seed=args.seed, pass_name=args.pass_name, bench_dir=args.bench_dir,
             timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
@@ -75,14 +85,16 @@ def cmd_hw(args: argparse.Namespace) -> int:
                        "run none")
     least = args.rounds or 5
     kit = hw.KitRun(least, args.max_rounds or max(hw.KitRun.max_rounds, least),
-                    args.ci_width, args.runs, args.seconds or 30, args.fresh,
+                    args.ci_width, args.runs, args.seconds or hw.KitRun.seconds, args.fresh,
                     tuple(args.arm) if args.arm else None, tuple(bench) if bench else None,
                     ("./schedlab", *sys.argv[1:]), not args.no_plots, args.c2c, kinds,
-                    args.seed, not args.no_pin)
+                    args.seed, not args.no_pin, args.bench_dir, args.label or "")
     kit.check()
     if args.plan:
-        say(hw.plan_text(machine.kernel_pieces(machine.DEBUG_SCHED), kit.rounds, kit.runs,
-                         kit.seconds, args.arm, bench, kinds))
+        found = benchmod.find(benchmod.SCHBENCH, kit.bench_dir, fetch=False)
+        say(hw.plan_text(machine.switches_here(machine.DEBUG_SCHED), kit.rounds, kit.runs,
+                         kit.seconds, args.arm, bench, kinds,
+                         found.binary if found else None))
         return 0
     if args.report:
         return rounds.report_again(not args.no_plots, kinds)
@@ -147,13 +159,29 @@ def add_hw(sub: Sub) -> None:
                         "one, or the one of the run this resumes; the report names it)")
     p.add_argument("--runs", type=positive_int, default=1, help="runs per arm and round")
     p.add_argument("--seconds", type=positive_int, default=None,
-                   help="duration of timed workloads (default 30; 3 with --rehearse, 10 with "
-                        "--rehearse --lb-share)")
+                   help="duration of each run: every benchmark runs for a fixed time, the "
+                        "fixed-work ones started again until it has passed (default "
+                        f"{hw.KitRun.seconds}; 3 with --rehearse, 10 with --rehearse "
+                        "--lb-share)")
     p.add_argument("--arm", action="append", metavar="NAME",
                    help="only these arms (repeatable; the first given is the reference): "
                         + ", ".join(a.name for a in armmod.KIT_ARMS))
     p.add_argument("--bench", metavar="LIST",
-                   help="only these benchmarks (comma-separated): " + ", ".join(hw.BENCHMARKS))
+                   help="only these benchmarks (comma-separated): a sweep ("
+                        + ", ".join(benchmod.FAMILIES) + "), one of its points as --plan "
+                        "lists them (hackbench-thread-pipe-g8, tbench-c64, schbench-m2-t16) "
+                        "or a workload of the lab; default: the pass's own ("
+                        + ", ".join(benchmod.THROUGHPUT) + " for throughput, "
+                        + ", ".join(benchmod.PROBES) + " for probes)")
+    p.add_argument("--bench-dir", type=Path, metavar="DIR",
+                   help="the benchmarks no distribution packages (schbench) from DIR: a "
+                        "built binary, or its sources (a Makefile), built in a copy under "
+                        "work/bench/; by default --setup fetches and builds schbench at the "
+                        "kit's commit")
+    p.add_argument("--label", metavar="NAME",
+                   help="keeps this run's passes apart from others (work/results/hw-tp-NAME/, "
+                        "in the reports' titles): an SMT mode, cache aware scheduling on "
+                        "or off; the same label resumes and reports them")
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")

@@ -16,7 +16,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 . "$PLAN/plan.env"
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
-: "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?} ${WARMUP:?}"
+: "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?} ${WARMUP:?} ${WARMUP_SECS:?}"
 : "${BCC_DIR:?} ${KALLSYMS:?}"
 
 PD=$(mktemp -d /tmp/schedlab-probes.XXXXXX)
@@ -95,8 +95,13 @@ if [ -s "$PLAN/knobs.txt" ]; then
 			continue
 		fi
 		# A choice (cgroup_mode) reads as every choice with the one in
-		# force in parentheses: "up smp (concur) max tasks".
-		chosen() { local v; v=$(cat "$1"); [[ $v =~ \(([^\)]+)\) ]] && v=${BASH_REMATCH[1]}; echo "$v"; }
+		# force in parentheses: "up smp (concur) max tasks"; a boolean
+		# (llc_balancing/enabled) may read Y or N, taken as 1 or 0.
+		chosen() {
+			local v; v=$(cat "$1"); [[ $v =~ \(([^\)]+)\) ]] && v=${BASH_REMATCH[1]}
+			case $v in Y) v=1 ;; N) v=0 ;; esac
+			echo "$v"
+		}
 		KNOBS_SET+=("$f")
 		KNOBS_OLD+=("$(chosen "$f")")
 		if ! echo "$value" > "$f" 2>/dev/null || [ "$(chosen "$f")" != "$value" ]; then
@@ -424,11 +429,11 @@ while read -r name i <&3; do
 	k=$(( k + 1 ))
 	d=$OUT/$name-$i
 	cmd=$(cat "$PLAN/cmd/$name")
-	# The warm-up: the workload once before its first run, nothing attached
-	# yet, its output kept apart and not parsed.
+	# The warm-up: the workload once before its first run, a timed one for
+	# WARMUP_SECS, nothing attached yet, its output kept apart and not parsed.
 	if [ "$WARMUP" = 1 ] && [ "$i" = 0 ]; then
 		echo "warm-up $name"
-		(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$OUT/warmup-$name.txt" 2>&1 < /dev/null 3<&-
+		(SECS=$WARMUP_SECS timeout -k 10 "$LIMIT" bash -c "$cmd") > "$OUT/warmup-$name.txt" 2>&1 < /dev/null 3<&-
 		echo "status $?" >> "$OUT/warmup-$name.txt"
 	fi
 	mkdir -p "$d"

@@ -23,6 +23,9 @@ class KitArm:
     before: str = ""    # the arm of the patch before this one: the patch's own effect
     baseline: str = ""  # the stock kernel's arm: compared with it too
     kernel: str = "kit"     # the kernel it runs on: KIT or STOCK
+    # Writes made only where their switch is present (SWITCHES' names): off
+    # what would hide the arm's own effect on this machine.
+    where_present: Tuple[Tuple[str, str], ...] = ()
 
 
 # The arms by default, the first the reference: its repeat, the
@@ -31,6 +34,11 @@ class KitArm:
 # Every round runs each arm once, in an order shuffled anew each round.
 KIT = "kit"
 STOCK = "stock"
+# The switch that is present where cache aware scheduling is active (the
+# machine's llc_balancing/enabled on, several LLCs): SG_STATS_REUSE keeps no
+# sums then, so the lbstats arm and its reference turn it off.
+LLC_ACTIVE = "cache aware scheduling"
+LLC_OFF = (("llc_balancing/enabled", "0"),)
 KIT_ARMS = (
     KitArm("series", "the series, every experimental feature off: the reference",
            before="swb-one-core", baseline=STOCK),
@@ -52,8 +60,13 @@ KIT_ARMS = (
            "newidle_cost_pct"),
     KitArm("wake-tg", "patch 9: SIS_GROUP_IDLE on", (("features", "SIS_GROUP_IDLE"),),
            "SIS_GROUP_IDLE"),
-    KitArm("lbstats", "patch 10: SG_STATS_REUSE on", (("features", "SG_STATS_REUSE"),),
-           "SG_STATS_REUSE"),
+    KitArm("lbstats", "patch 10: SG_STATS_REUSE on; where cache aware scheduling is "
+           "active, with it off (llc_balancing/enabled 0), as in llc-off",
+           (("features", "SG_STATS_REUSE"),), "SG_STATS_REUSE", "llc-off",
+           where_present=LLC_OFF),
+    KitArm("llc-off", "the series with cache aware scheduling off (llc_balancing/enabled "
+           "0): lbstats' reference, run only where cache aware scheduling is active",
+           needs=LLC_ACTIVE, where_present=LLC_OFF),
 )
 
 # Every switch of the kit's kernel (a machine.KernelNeed name), the file
@@ -65,6 +78,7 @@ SWITCHES: Tuple[Tuple[str, str, str], ...] = (
     ("newidle_cost_pct", "newidle_cost_pct", "100"),
     ("SIS_GROUP_IDLE", "features", "NO_SIS_GROUP_IDLE"),
     ("SG_STATS_REUSE", "features", "NO_SG_STATS_REUSE"),
+    (LLC_ACTIVE, "llc_balancing/enabled", "1"),
 )
 # A comparison needs a spread: fewer rounds are refused, except in the
 # rehearsal's guest (it sets REHEARSAL_ENV), which checks the kit, not the
@@ -75,10 +89,13 @@ REHEARSAL_ENV = "SCHEDLAB_REHEARSAL"
 
 def arms_here(present: Sequence[str]) -> Tuple[List[KitArm], List[KitArm]]:
     """The arms the kit kernel can run, and those it cannot (what they need
-    is not in PRESENT, the names of the KernelNeeds found); the stock
-    kernel's arm is among the first, run on that kernel."""
+    is not in PRESENT, the names of the KernelNeeds found, with LLC_ACTIVE
+    where cache aware scheduling is); the stock kernel's arm is among the
+    first, run on that kernel."""
     ok = [a for a in KIT_ARMS if not a.needs or a.needs in present]
-    return ok, [a for a in KIT_ARMS if a not in ok]
+    # llc-off is for machines where cache aware scheduling is active: not
+    # a piece the kernel lacks elsewhere.
+    return ok, [a for a in KIT_ARMS if a not in ok and a.needs != LLC_ACTIVE]
 
 
 def arm_knobs(arm: KitArm, present: Sequence[str]) -> Tuple[Tuple[str, str], ...]:
@@ -88,6 +105,8 @@ def arm_knobs(arm: KitArm, present: Sequence[str]) -> Tuple[Tuple[str, str], ...
     if arm.kernel == STOCK:         # none of the switches: the tree without the series
         return ()
     own = dict(arm.knobs)
+    own.update((k, v) for k, v in arm.where_present
+               if any(k == knob and need in present for need, knob, _ in SWITCHES))
     mine = {v.removeprefix("NO_"): v for k, v in arm.knobs if k == "features"}
     knobs: List[Tuple[str, str]] = []
     features: List[str] = []

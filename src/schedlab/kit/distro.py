@@ -137,6 +137,8 @@ def setup_text(d: Distro, arch: str) -> str:
              "  " + shlex.join(d.install_command())]
     if d.note:
         lines.append(f"  note: {d.note}")
+    lines.append("  and schbench, not packaged: cloned and built at the kit's pinned commit "
+                 "into work/bench/ (without the network: hw --bench-dir DIR)")
     lines += ["then, from your tree (the commands print the files they make):",
               "  ./schedlab build --host-config --kernel TREE                 "
               f"# make {d.kernel_target}",

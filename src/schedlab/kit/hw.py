@@ -8,13 +8,15 @@ machine.py's, the passes run in rounds.py.
 
 from __future__ import annotations
 
+import os
 import random
-import shutil
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit.arms import (KIT, KIT_ARMS, STOCK, KitArm, arm_knobs, arms_here, check_rounds,
                                patch_pairs)
 from schedlab.measuring import ab, measure
@@ -22,6 +24,7 @@ from schedlab.measuring import plan as planmod
 from schedlab.measuring import probes as probemod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
+from schedlab.measuring import workloads as workmod
 
 # The probe pass's probes (funclatency of should_we_balance(),
 # sched_balance_rq() and sched_balance_newidle() with them; perf stat's
@@ -32,14 +35,8 @@ PROBES = "swb,lb,latency,latency-lb,cycles"
 C2C_PROBE = "c2c"
 
 
-# The lab's workloads the kit runs (workloads.py), the should_we_balance()
-# busy levels first; schbench joins when it is on PATH.
-BENCHMARKS = ("stress-100", "stress-90", "stress-50",
-              # hackbench's four modes at 1 group per 4 CPUs, then one group
-              # and 2 per CPU
-              "hackbench-process", "hackbench-thread", "hackbench-process-pipe",
-              "hackbench-pipe", "hackbench-one-group", "hackbench-overload",
-              "perf-messaging", "perf-pipe", "tbench")
+# What --label may be: it names the passes' folders (work/results/hw-tp-LABEL/).
+LABEL = re.compile(r"[a-z0-9][a-z0-9.+_-]{0,31}")
 
 
 @dataclass(frozen=True)
@@ -54,12 +51,26 @@ class Pass:
     probes: str
     prefix: str
     arms: Tuple[str, ...] = ()
-    bench: Tuple[str, ...] = BENCHMARKS
+    bench: Tuple[str, ...] = benchmod.PROBES
     about: str = ""
     kernels: Tuple[str, ...] = (KIT,)
+    label: str = ""     # --label: kept apart from the passes of other labels
 
     def runs(self, arm: KitArm) -> bool:
         return arm.kernel in self.kernels
+
+    def labelled(self, label: str) -> "Pass":
+        """This pass under --label LABEL: its own folders."""
+        if not label:
+            return self
+        if not LABEL.fullmatch(label):
+            raise LabError(f"hw: --label {label!r}: lower-case letters, digits and . + _ -, "
+                           "at most 32, starting with a letter or digit")
+        return replace(self, prefix=f"{self.prefix}-{label}", label=label)
+
+    @property
+    def title(self) -> str:
+        return self.name + (f" ({self.label})" if self.label else "")
 
 
 # The benchmarks with nothing attached: their own numbers.  The runner
@@ -71,7 +82,7 @@ THROUGHPUT = Pass("throughput", probemod.NO_PROBES, "hw-tp", about=(
     "every few seconds during and after each run (each run's `watch` in its run-*.json); "
     "a run with anything found is invalid and not in these tables. The numbers here are "
     "the benchmarks' own; the probe pass's report has the probes' counts and latencies."),
-    kernels=(KIT, STOCK))
+    kernels=(KIT, STOCK), bench=benchmod.THROUGHPUT)
 # The same benchmarks with the probes: what each arm's code does per call.
 # The probes cost more in the arms that call the probed functions more, so
 # the benchmarks' own numbers of this pass are not results.
@@ -107,25 +118,47 @@ PASSES = {p.name: p for p in (THROUGHPUT, PROBE_PASS, SHARE)}
 DEFAULT_PASSES = (THROUGHPUT, PROBE_PASS)
 
 
-def estimate(arms: int, rounds: int, runs: int, seconds: int,
-             benchmarks: Sequence[str] = BENCHMARKS, probe_list: str = PROBES) -> float:
+def estimate(arms: int, rounds: int, runs: int, seconds: int, points: Sequence[str],
+             probe_list: str = PROBES) -> float:
     """The kit's duration: every arm's plan, every round (measure.py's estimate)."""
-    plan = planmod.make_plan(",".join(benchmarks), probe_list, runs=runs, seconds=seconds)
+    plan = planmod.make_plan(",".join(points), probe_list, runs=runs, seconds=seconds,
+                             schbench=Path(workmod.SCHBENCH)).with_(warmup=True)
     return arms * rounds * measure.estimate_seconds(plan, accel="host")
+
+
+def ncpu() -> int:
+    """The CPUs the sweeps' points are picked for: those this process may run on."""
+    return len(os.sched_getaffinity(0))
+
+
+def points(kind: Pass, bench: Optional[Sequence[str]], schbench: Optional[Path],
+           cpus: int) -> List[str]:
+    """The workloads KIND runs: BENCH (families or points; the pass's own
+    by default) on CPUS CPUs; without a schbench binary its points are left
+    out of the default and refused when asked for."""
+    out = benchmod.expand(list(bench or kind.bench), cpus)
+    if schbench is None and benchmod.needs_schbench(out):
+        if bench:
+            raise LabError("hw: schbench is asked for but not here: './schedlab hw --setup' "
+                           "fetches and builds it at the kit's commit, --bench-dir DIR takes "
+                           "a local copy")
+        out = [b for b in out if not benchmod.needs_schbench([b])]
+    return out
 
 
 def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
               names: Optional[Sequence[str]] = None,
               bench: Optional[Sequence[str]] = None,
-              kinds: Sequence[Pass] = DEFAULT_PASSES) -> str:
+              kinds: Sequence[Pass] = DEFAULT_PASSES, schbench: Optional[Path] = None,
+              cpus: int = 0) -> str:
     """What `hw --plan` prints: the arms (NAMES only, if given, else those of
-    KINDS' first), the benchmarks (BENCH, default its), the duration of every
-    pass of KINDS here and, where this kernel lacks arms, booted into the
-    series."""
+    KINDS' first), each pass's benchmarks (BENCH, default its own) on CPUS
+    CPUs (default this machine's), the duration of every pass of KINDS here
+    and, where this kernel lacks arms, booted into the series."""
     refuse_unknown(names, bench)
+    cpus = cpus or ncpu()
     kind = kinds[0]
     names = names or default_arms(kind, arms_here(present)[0]) or list(kind.arms)
-    bench = list(bench or kind.bench)
     ok, missing = arms_here(present)
     if names:
         order = {n: i for i, n in enumerate(names)}
@@ -137,13 +170,21 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
                  "the reference:")
     lines += [f"  {a.name:14} {a.what}" for a in ok]
     lines += [f"  {a.name:14} NOT HERE: this kernel lacks {a.needs}" for a in missing]
-    lines.append("benchmarks: " + ", ".join(bench))
-    lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds))
+    each = {k.name: points(k, bench, schbench, cpus) for k in kinds}
+    for k in kinds:
+        lines.append(f"the {k.name} pass's benchmarks on {cpus} CPUs: " + ", ".join(each[k.name]))
+    if schbench is None and not bench:
+        lines.append("schbench: not here, left out ('./schedlab hw --setup' fetches and "
+                     "builds it)")
+    lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds)
+                 + f"; each benchmark warmed up for {planmod.warmup_seconds(seconds)}s an "
+                 "arm and round")
     for n, where in ((len(ok), "here"), (len(ok) + len(missing), "booted into the series")):
-        secs = sum(estimate(n, rounds, runs, seconds, bench, k.probes) for k in kinds)
-        lines.append(f"{len(kinds)} pass(es) x {n} arms x {rounds} rounds x {runs} run(s) x "
-                     f"{len(bench)} benchmarks, {seconds}s each timed one, {where}: about "
-                     f"{secs / 3600:.2f} h")
+        secs = sum(estimate(n if k.kernels != (KIT,) else len([a for a in ok + missing
+                                                                 if k.runs(a)]),
+                            rounds, runs, seconds, each[k.name], k.probes) for k in kinds)
+        lines.append(f"{len(kinds)} pass(es) x {n} arms x {rounds} rounds x {runs} run(s), "
+                     f"{seconds}s a run, {where}: about {secs / 3600:.2f} h")
         if not missing:
             break
     return "\n".join(lines)
@@ -171,16 +212,17 @@ def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]
     if unknown:
         raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
                        + ", ".join(a.name for a in KIT_ARMS))
-    unknown = [b for b in bench or () if b not in BENCHMARKS + ("schbench",)]
+    unknown = [b for b in bench or () if not benchmod.known(b)]
     if unknown:
         raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
-                       + ", ".join(BENCHMARKS + ("schbench",)))
+                       + ", ".join(benchmod.FAMILIES) + ", a point of theirs (hw --plan "
+                       "lists them) or a workload of the lab ('./schedlab measure --help')")
 
 
 def pick(arms: Sequence[KitArm], names: Optional[Sequence[str]],
-         bench: Optional[Sequence[str]]) -> Tuple[List[KitArm], List[str]]:
-    """The arms and benchmarks asked for (all by default), the arms in the
-    order given: the first is the reference; unknown names refused."""
+         bench: Optional[Sequence[str]] = None) -> List[KitArm]:
+    """The arms asked for (all by default), in the order given: the first is
+    the reference; unknown names refused."""
     refuse_unknown(names, bench)
     if names:
         missing = [n for n in names if n not in {a.name for a in arms}]
@@ -190,28 +232,27 @@ def pick(arms: Sequence[KitArm], names: Optional[Sequence[str]],
         arms = [byname[n] for n in dict.fromkeys(names)]
     if len(arms) < 2:
         raise LabError("hw: at least two arms: the reference and one to compare with it")
-    return list(arms), list(bench or BENCHMARKS)
+    return list(arms)
 
 
 def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh: bool = False,
             bench: Optional[Sequence[str]] = None, plots: bool = True,
             present: Sequence[str] = (), on_start: Optional[Callable[[], None]] = None,
             c2c: bool = False, kind: Pass = PROBE_PASS, order_seed: Optional[int] = None,
-            here: Optional[Sequence[str]] = None):
+            here: Optional[Sequence[str]] = None, schbench: Optional[Path] = None):
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, in an order shuffled with ORDER_SEED (None: as given), rounds for
     boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
     KernelNeeds this kernel has, arm_knobs()); each benchmark warmed up once
     an arm and round, not recorded.  HERE: the arms the running kernel runs
-    (each arm's variant is its kernel's name), maybe none; None: all."""
-    bench = list(bench or kind.bench)
-    if not kind.arms and "schbench" not in bench and shutil.which("schbench"):
-        bench.append("schbench")
-    plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c
-                                                             and kind is PROBE_PASS else ""),
+    (each arm's variant is its kernel's name), maybe none; None: all.
+    BENCH: workloads by name, sweep points picked (points()); SCHBENCH: the
+    binary its points run."""
+    bench = list(bench or points(kind, None, schbench, ncpu()))
+    c2c = c2c and kind.name == PROBE_PASS.name
+    plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c else ""),
                              runs=runs, seconds=seconds,
-                             schbench=Path(shutil.which("schbench") or "schbench")
-                             ).with_(warmup=True)
+                             schbench=schbench).with_(warmup=True)
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, a.kernel, arm_knobs(a, present))
                                    for a in arms),
@@ -247,12 +288,14 @@ class KitRun:
     (more while a headline metric's 95% interval is wider than WIDTH percent
     of its mean), the runs of each arm and benchmark a round, the arms (the
     first the reference) and benchmarks by name (None: the pass's), the
-    passes, the seed of the arms' order, and the governor pinned."""
+    passes, the seed of the arms' order, the governor pinned, where the
+    benchmarks no distribution packages come from (--bench-dir; None: built
+    at the kit's commit) and the label that keeps the passes apart."""
     rounds: int = 5
     max_rounds: int = 10
     width: float = 5.0
     runs: int = 1
-    seconds: int = 30
+    seconds: int = 10
     fresh: bool = False
     arms: Optional[Tuple[str, ...]] = None
     bench: Optional[Tuple[str, ...]] = None
@@ -262,10 +305,15 @@ class KitRun:
     kinds: Tuple[Pass, ...] = DEFAULT_PASSES
     seed: Optional[int] = None
     pin: bool = True
+    bench_dir: Optional[Path] = None
+    label: str = ""
 
     def check(self) -> None:
         """Refused before the machine is looked at."""
         check_rounds(self.rounds)
+        Pass("", "", "").labelled(self.label)
+        if self.bench_dir is not None and not self.bench_dir.is_dir():
+            raise LabError(f"hw: --bench-dir {self.bench_dir} is not a folder")
         if self.max_rounds < self.rounds:
             raise LabError(f"hw: --max-rounds {self.max_rounds} is below --rounds "
                            f"{self.rounds}")

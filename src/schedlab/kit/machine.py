@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from schedlab.core import build as buildmod
-from schedlab.kit.arms import REHEARSAL_ENV
+from schedlab.kit import benchmarks as benchmod
+from schedlab.kit.arms import LLC_ACTIVE, REHEARSAL_ENV
 from schedlab.kit.distro import BCC_DIR
 
 DEBUG_SCHED = Path("/sys/kernel/debug/sched")
@@ -78,8 +79,8 @@ TOOLS = (
     Tool(("stress-ng",), "the busy levels of the should_we_balance() runs",
          "./schedlab hw --setup (the package stress-ng)"),
     Tool(("schbench",), "wakeup latency under load",
-         "not packaged: git clone of schbench (kernel.org's mason/schbench), make, "
-         "and put schbench on PATH", optional=True),
+         "not packaged: ./schedlab hw --setup clones and builds it at the kit's commit "
+         "(work/bench/), or hw --bench-dir DIR takes a local copy", optional=True),
 )
 
 
@@ -136,6 +137,13 @@ def kernel_pieces(debug_sched: Path) -> List[str]:
     """The names of the KernelNeeds this kernel has."""
     names = _features(debug_sched) or set()
     return [n.name for n in KERNEL_NEEDS if _has(debug_sched, names, n)]
+
+
+def switches_here(debug_sched: Path) -> List[str]:
+    """The kit's switches here: the KernelNeeds this kernel has, and
+    arms.LLC_ACTIVE where cache aware scheduling is active."""
+    active = llc_balancing_state(debug_sched)[1]
+    return kernel_pieces(debug_sched) + ([LLC_ACTIVE] if active else [])
 
 
 # Cache aware scheduling (CONFIG_SCHED_CACHE), on by default on machines
@@ -221,10 +229,10 @@ def check_llc_balancing(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> Optional[
                  "LLCs: if there are, cache aware scheduling is active and ")
               + "SG_STATS_REUSE keeps no sums, the lbstats arm measures the feature's "
               "static branch only")
-    return PreflightCheck("cache aware scheduling", True, detail,
-                          f"to measure the reuse, write 0 to {where} before the kit (every "
-                          "arm then runs without cache aware scheduling), and say so with "
-                          "the report")
+    return PreflightCheck("cache aware scheduling", True, detail + (
+        "; the kit's lbstats arm turns it off (0) for its runs, and the llc-off arm, the "
+        "series with it off, is lbstats' reference; the other arms run with it on (1)"
+        if active else "; if it is, write 0 to it before the kit to measure the reuse"))
 
 
 # The variant of the stock kernel the lab builds for a machine (build
@@ -334,7 +342,10 @@ def find_tool(names: Sequence[str],
 def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[PreflightCheck]:
     out = []
     for t in TOOLS:
-        found = find_tool(t.names, which)
+        # A benchmark built by the kit (work/bench/NAME-COMMIT/NAME) counts.
+        found = find_tool(t.names, which) or next(
+            (str(p) for n in t.names for p in sorted(benchmod.bench_root().glob(f"{n}-*/{n}"))),
+            None)
         skipped = "" if found or not t.optional else " (optional: not found, left out)"
         out.append(PreflightCheck(f"tool {t.names[0]}", found is not None or t.optional,
                                   f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",

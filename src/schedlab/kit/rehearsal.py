@@ -19,6 +19,7 @@ from schedlab.core import vm
 from schedlab.core.spec import BuildSpec, TreeSpec
 from schedlab.core.util import LabError, repo_dir, say, work_dir
 from schedlab.kit import arms as armmod
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import hw, hwreport, reporttext, rounds
 from schedlab.measuring import results as resmod
 from schedlab.series.topics import built
@@ -43,6 +44,9 @@ SWITCH_PAIR = ("swb-v7.3", "series")
 LEFTOVERS = ("[b]pftrace", "[f]unclatency", "[s]tress-ng", "[h]ackbench", "[t]bench",
              "[p]erf bench", "[p]erf record", "[p]erf stat", "[p]erf c2c", "[s]chbench")
 MARK = "@@rehearsal"
+# schbench's rows the throughput pass's report must have for each point.
+SCHBENCH_ROWS = ("schbench wakeup p50", "schbench wakeup p99", "schbench wakeup p99.9",
+                 "schbench request p99")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class RehearsalRequest:
     share: bool = False         # the kit's --lb-share pass
     seed: Optional[int] = None  # the arms' order (hw --seed); None: the kit picks one
     pass_name: Optional[str] = None     # hw --pass; None: both passes
+    bench_dir: Optional[Path] = None    # hw --bench-dir: schbench, built here for the guest
 
     def kinds(self) -> Tuple[hw.Pass, ...]:
         """The kit's passes the guest runs."""
@@ -80,8 +85,10 @@ def folder() -> Path:
     return work_dir() / "hw-rehearsal"
 
 
-def guest_script(req: RehearsalRequest, config: Path, out: Path, fresh: bool = True) -> str:
-    """What the guest runs: the kit as a user runs it, then what is left."""
+def guest_script(req: RehearsalRequest, config: Path, out: Path, fresh: bool = True,
+                 bench_dir: Optional[Path] = None) -> str:
+    """What the guest runs: the kit as a user runs it, then what is left;
+    BENCH_DIR: schbench built on the host (the guest has the host's files)."""
     # --fresh in the first boot: the guest's results folder is the host's,
     # kept between rehearsals; each rehearsal measures everything again.  The
     # second boot (the stock kernel) goes on with the same command.
@@ -91,7 +98,8 @@ def guest_script(req: RehearsalRequest, config: Path, out: Path, fresh: bool = T
           "--bench", ",".join(req.bench), "--no-plots"] + (["--fresh"] if fresh else []) + (
               ["--c2c"] if req.c2c else []) + (["--lb-share"] if req.share else []) + (
               ["--seed", str(req.seed)] if req.seed is not None else []) + (
-              ["--pass", req.pass_name] if req.pass_name else [])
+              ["--pass", req.pass_name] if req.pass_name else []) + (
+              ["--bench-dir", str(bench_dir)] if bench_dir else [])
     for a in req.arms:
         cmd += ["--arm", a]
     left = "|".join(LEFTOVERS)
@@ -163,9 +171,10 @@ def check(marks: Dict[str, Dict[str, str]], reports: Dict[str, str],
                             "(the kit puts every knob back)")
         if m.get("left", "x"):
             problems.append(f"left running in the guest{at}: {m.get('left', '(no mark)')}")
+    cpus = topomod.parse_topology(req.topology).cpus
     for kind in req.kinds():
         problems += [f"the {kind.name} pass: {p}"
-                     for p in check_report(reports.get(kind.name, ""), req, kind)]
+                     for p in check_report(reports.get(kind.name, ""), req, kind, cpus)]
     return problems
 
 
@@ -173,9 +182,11 @@ def hw_arm(name: str) -> armmod.KitArm:
     return {a.name: a for a in armmod.KIT_ARMS}[name]
 
 
-def check_report(report: str, req: RehearsalRequest, kind: hw.Pass) -> List[str]:
-    """What the rehearsal asks of one pass's (KIND's) report: every arm of
-    the pass in it, every run finished, every pair compared."""
+def check_report(report: str, req: RehearsalRequest, kind: hw.Pass, cpus: int = 16) -> List[str]:
+    """What the rehearsal asks of one pass's (KIND's) report on a guest of
+    CPUS CPUs: every arm of the pass in it, every run finished, every
+    benchmark's row (schbench's percentiles in the throughput pass), every
+    pair compared."""
     problems = []
     if not report:
         problems.append("no report")
@@ -186,9 +197,13 @@ def check_report(report: str, req: RehearsalRequest, kind: hw.Pass) -> List[str]
             problems.append(f"arm {a}: not in the report")
         elif m.group(1) != m.group(2):
             problems.append(f"arm {a}: {m.group(1)} of {m.group(2)} runs finished")
-    for b in req.bench:
+    for b in benchmod.expand(req.bench, cpus):
         if f"| {b} |" not in report:
             problems.append(f"benchmark {b}: no row in the report")
+        elif benchmod.needs_schbench([b]) and kind.name == hw.THROUGHPUT.name:
+            problems += [f"benchmark {b}: no '{m}' row" for m in SCHBENCH_ROWS
+                         if not re.search(rf"^\| {re.escape(b)} \| {re.escape(m)} ", report,
+                                          re.M)]
     if "Not compared yet" in report:
         problems.append("a pair was not compared")
     if req.share and f"| {SHARE_METRIC} (" not in report:
@@ -268,6 +283,11 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
     builds = {k: built(tree, specs[k]) for k in kernels(req)}
     out = folder()
     out.mkdir(parents=True, exist_ok=True)
+    bench = None
+    if req.bench_dir is not None:
+        made = benchmod.from_dir(benchmod.SCHBENCH, req.bench_dir, out / "bench")
+        say(f"  rehearsal: schbench {made.line()}")
+        bench = made.binary.parent
     guest_work = out / "guest"
     marks: Dict[str, Dict[str, str]] = {}
     seconds = 0.0
@@ -275,7 +295,8 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
         log = out / f"vm-{kernel}.log"
         try:
             res = vm.boot(build.image, topo,
-                          guest_script(req, build.build_dir / ".config", guest_work, n == 0),
+                          guest_script(req, build.build_dir / ".config", guest_work, n == 0,
+                                       bench),
                           memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,),
                           icount=True, log=log)
         except LabError as e:       # a timeout or a boot that failed: the log says more

@@ -9,13 +9,15 @@ import shlex
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, say, work_dir
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import hwreport, machine, noise, reporttext, significance
-from schedlab.kit.arms import KIT, KIT_ARMS, MIN_ROUNDS, STOCK, KitArm, arm_knobs, arms_here
+from schedlab.kit.arms import (KIT, KIT_ARMS, LLC_ACTIVE, MIN_ROUNDS, STOCK, KitArm, arm_knobs,
+                               arms_here)
 from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
-                             default_arms, order_seed, pick, request, resumed)
+                             default_arms, ncpu, order_seed, pick, points, request, resumed)
 from schedlab.measuring import ab, equivalence
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
@@ -41,13 +43,16 @@ def report(record: dict, tables: bool = True) -> Path:
     byname = {a.name: a for a in KIT_ARMS}
     arms = [byname[n] for n in record["arms"] if n in byname]
     bench = record["bench"]
-    kind = PASSES.get(record.get("pass", PROBE_PASS.name), PROBE_PASS)
+    kind = PASSES.get(record.get("pass", PROBE_PASS.name), PROBE_PASS).labelled(
+        record.get("label", ""))
+    schbench = record.get("schbench")
     if tables:
         try:
             ab.run(request(arms, record["rounds"], record["runs"], record["seconds"],
                            bench=bench, plots=record.get("plots", True),
                            present=record.get("switches", ()), c2c=record.get("c2c", False),
-                           kind=kind, order_seed=record.get("order_seed")),
+                           kind=kind, order_seed=record.get("order_seed"),
+                           schbench=Path(schbench) if schbench else None),
                    tables_only=True)
         except Exception as e:      # noqa: BLE001 - the report lists what finished anyway
             say(f"hw: no tables ({type(e).__name__}: {e}); the report lists what finished")
@@ -63,17 +68,20 @@ def report(record: dict, tables: bool = True) -> Path:
                 | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few for a "
                     "comparison)"} if record["rounds"] < MIN_ROUNDS else {})
                 | {"benchmarks": ", ".join(bench)}
+                | ({"label": kind.label} if kind.label else {})
+                | ({"schbench": record["schbench_source"]} if record.get("schbench_source")
+                   else {})
                 | _order_setting(record, [a.name for a in arms])
                 | _stopping_setting(record))
     results = resmod.results_dir(kind.prefix)
     path = hwreport.write(results, box, states, record["argv"], record.get("missing", ()),
                           record.get("left_out", ()), settings,
                           hwreport.probes_missing(folders), kind.about,
-                          hwreport.run_notes(folders), kind.name,
+                          hwreport.run_notes(folders), kind.title,
                           significance.section(family))
     replica = equivalence.find_replica([(a.name, "host", arm_knobs(a, record.get("switches", ())))
                                         for a in arms])
-    text = reporttext.write(results, hwreport.title(box, kind.name), kind.about,
+    text = reporttext.write(results, hwreport.title(box, kind.title), kind.about,
                             significance.one_way(pairs), named,
                             replica, {(t.a, t.b, t.workload, t.metric): t.significant
                                       for t in family}, box, settings, record["argv"])
@@ -118,8 +126,9 @@ def _clear_tables(folder: Path) -> None:
 
 def _again(kind: Pass) -> str:
     """The command that writes KIND's report again."""
-    return "./schedlab hw --report" + (" --lb-share" if kind is SHARE else
-                                       f" --pass {kind.name}")
+    return "./schedlab hw --report" + (" --lb-share" if kind.name == SHARE.name else
+                                       f" --pass {kind.name}") + (
+        f" --label {kind.label}" if kind.label else "")
 
 
 def report_again(plots: bool = True, kinds: Sequence[Pass] = DEFAULT_PASSES) -> int:
@@ -148,7 +157,20 @@ def run(check_only: bool, kit: KitRun = KitRun()) -> int:
         return _run(pf, pinning, check_only, kit)
 
 
+def schbench(kit: KitRun) -> Optional[benchmod.Built]:
+    """The schbench binary KIT's passes run, if any: from kit.bench_dir, or
+    built at the kit's commit before, or fetched and built now where KIT
+    asks for it by name, or on PATH."""
+    asked = bool(kit.bench) and benchmod.needs_schbench(
+        benchmod.expand(kit.bench or (), ncpu()))
+    built = benchmod.find(benchmod.SCHBENCH, kit.bench_dir, asked)
+    if built:
+        say(f"hw: schbench: {built.line()}")
+    return built
+
+
 def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> int:
+    built = schbench(kit)
     box = machine.machine_record()
     box["noise"] = noise.record() | {"governor for the runs": pinning}
     say("  " + "; ".join(f"{k}: {v}" for k, v in box["noise"].items() if v))
@@ -166,7 +188,11 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
     if check_only:
         say("hw: everything the kit needs is here")
         return 0
-    present = machine.kernel_pieces(machine.DEBUG_SCHED)
+    present = machine.switches_here(machine.DEBUG_SCHED)
+    if LLC_ACTIVE in present:
+        say(f"hw: cache aware scheduling is active here: the lbstats and llc-off arms turn it "
+            f"off ({machine.DEBUG_SCHED / machine.LLC_BALANCING} 0), every other arm leaves "
+            "it on (1); lbstats is compared with llc-off")
     kernel = machine.running_kernel(present, box.get("identity") or {}) or KIT
     if kernel == STOCK:
         # The kit kernel's arms and switches as the lab builds it: the same
@@ -186,8 +212,9 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
                 f"{' and '.join(k + ' kernel' for k in kind.kernels)}, of which "
                 f"{', '.join(asked) or 'none'} is asked")
             continue
-        arms, chosen = pick(mine, asked or default_arms(kind, mine), kit.bench or kind.bench)
-        st, wait = _run_pass(kind, arms, chosen, kit, box, switches, cannot, kernel)
+        arms = pick(mine, asked or default_arms(kind, mine), kit.bench)
+        chosen = points(kind, kit.bench, built.binary if built else None, ncpu())
+        st, wait = _run_pass(kind, arms, chosen, kit, box, switches, cannot, kernel, built)
         status = max(status, st)
         waiting += [w for w in wait if w not in waiting]
     if waiting:
@@ -221,7 +248,8 @@ def reboot_text(kernel: str, waiting: Sequence[str], argv: Sequence[str]) -> str
 
 def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: KitRun,
               box: dict, present: Sequence[str], cannot: Sequence[KitArm],
-              kernel: str = KIT) -> Tuple[int, List[str]]:
+              kernel: str = KIT, built: Optional[benchmod.Built] = None
+              ) -> Tuple[int, List[str]]:
     """One pass of the kit: its 'ab' request, its record in work/PREFIX/run.json,
     its report (also after Ctrl-C); a round more while a headline interval
     is too wide, up to kit.max_rounds.  Only the arms of KERNEL run here:
@@ -244,7 +272,8 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
     def req_of(n: int) -> ab.AbRequest:
         return request(arms, n, kit.runs, kit.seconds, kit.fresh and n == kit.rounds, bench,
                        kit.plots, present, begin, kit.c2c, kind, seed,
-                       [a.name for a in arms if a.kernel == kernel])
+                       [a.name for a in arms if a.kernel == kernel],
+                       built.binary if built else None)
 
     req = req_of(rounds)
     bench = [w.name for w in req.plan.workloads]
@@ -256,9 +285,11 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
                    "bench": bench, "rounds": rounds, "runs": kit.runs, "seconds": kit.seconds,
                    "plots": kit.plots, "switches": list(present), "c2c": kit.c2c,
                    "machine": box, "order_seed": seed, "pass": kind.name, "kernels": kernels,
+                   "label": kind.label,
+                   "schbench": str(built.binary) if built else "",
+                   "schbench_source": built.line() if built else "",
                    "missing": [a.name for a in cannot],
-                   "left_out": [t.names[0] for t in machine.TOOLS if t.optional
-                                and not any(shutil.which(n) for n in t.names)]})
+                   "left_out": [] if built else [benchmod.SCHBENCH.name]})
     say(f"hw: the {kind.name} pass: arms {', '.join(a.name for a in arms)} (the first is the "
         f"reference); benchmarks {', '.join(bench)}; {rounds} to {kit.max_rounds} rounds "
         f"(until every headline 95% interval is within {kit.width}% of its mean), the arms "

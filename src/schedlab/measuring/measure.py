@@ -50,8 +50,12 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
         per = {True: plan.seconds + (25 if accel == "tcg" else 10),
                False: 35 if accel == "tcg" else 20}
         start = 90
-    runs = plan.runs + (1 if plan.warmup else 0)
-    return start + sum(per[w.timed] + w.overhead for w in plan.workloads) * runs
+    # A warm-up runs once a workload, a timed one for its first seconds (plan.py).
+    warm = {True: per[True] - plan.seconds + planmod.warmup_seconds(plan.seconds),
+            False: per[False]}
+    return start + sum((per[w.timed] + w.overhead) * plan.runs
+                       + ((warm[w.timed] + w.overhead) if plan.warmup else 0)
+                       for w in plan.workloads)
 
 
 class Progress:

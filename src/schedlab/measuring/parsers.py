@@ -333,25 +333,47 @@ def hist_mean(buckets: List[tuple]) -> float:
     return sum((lo + hi) / 2 * c for lo, hi, c in buckets) / n if n else 0.0
 
 
-def schbench(text: str) -> Dict[str, Metric]:
-    """schbench: the 99th percentile of wakeup and request latencies, average RPS.
+# schbench's percentiles the parser keeps, as schbench prints them.
+SCHBENCH_PCTS = (("50.0", "p50"), ("99.0", "p99"), ("99.9", "p99.9"))
 
-    Uses the last block of each kind (schbench prints them per interval and
-    once at the end)."""
+
+def schbench(text: str) -> Dict[str, Metric]:
+    """schbench: the 50th, 99th and 99.9th percentiles of wakeup and request
+    latencies, average RPS.
+
+    Uses the last block of each kind: schbench prints them every interval
+    and once more at the end, over the whole run after its warm-up."""
     out: Dict[str, Metric] = {}
     for kind in ("Wakeup", "Request"):
         blocks = re.findall(kind + r" Latencies percentiles \(usec\).*?(?=\n\S|\Z)",
                             text, re.S)
         if not blocks:
             continue
-        m = re.search(r"99\.0th:\s*(\d+)", blocks[-1])
-        if m:
-            out[f"schbench {kind.lower()} p99"] = Metric(float(m.group(1)), "us", "time",
-                                                          False)
+        for pct, short in SCHBENCH_PCTS:
+            m = re.search(r"^\s*\*?\s*" + re.escape(pct) + r"th:\s*(\d+)", blocks[-1], re.M)
+            if m:
+                out[f"schbench {kind.lower()} {short}"] = Metric(float(m.group(1)), "us",
+                                                                 "time", False)
     rps = list(re.finditer(r"average rps:\s*([0-9.]+)", text))
     if rps:
         out["schbench rps"] = Metric(float(rps[-1].group(1)), "req/s", "rate", True)
     return out
+
+
+# guest/workloads/timed.sh's last line: the benchmark, the unit its count
+# is in, the rounds, the count and the seconds they took.
+_TIMED = re.compile(r"^timed: (\S+) (\S+) (\d+) (\d+) ([0-9.]+)$", re.M)
+
+
+def timed(text: str) -> Dict[str, Metric]:
+    """guest/workloads/timed.sh: a fixed-work benchmark started again until
+    its time passed, as a rate ('LABEL UNIT/s')."""
+    m = _TIMED.search(text)
+    if not m or float(m.group(5)) <= 0 or int(m.group(3)) < 1:
+        return {}
+    label, unit, count, secs = m.group(1), m.group(2), int(m.group(4)), float(m.group(5))
+    return {f"{label} {unit}/s": Metric(count / secs, f"{unit}/s", "rate", True),
+            f"{label} rounds": Metric(float(m.group(3)), "rounds", "count", True)}
 
 
 _TG_LINE = re.compile(r"^tg: (\w+) (\S+)", re.M)

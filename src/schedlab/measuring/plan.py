@@ -124,6 +124,10 @@ class Plan:
                            + "; './schedlab setup' installs them")
 
 
+# The longest warm-up of a timed workload, in seconds.
+WARMUP_MAX = 5
+
+
 def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               schbench: Optional[Path] = None, runs: int = 3, seconds: int = 10,
               attach: str = "auto", latency_tool: str = "auto",
@@ -135,6 +139,12 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
                        "only with one host thread for all vCPUs")
     return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
                 attach, latency_tool, tuple((knobs or {}).items()), accel)
+
+
+def warmup_seconds(seconds: int) -> int:
+    """How long a timed workload's warm-up runs: its first seconds are the
+    ones a cold start disturbs."""
+    return min(seconds, WARMUP_MAX)
 
 
 def _env_line(name: str, value: object) -> str:
@@ -166,6 +176,7 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("SIGDFL", package_file("guest/sigdfl")),
         _env_line("CLEAN", 1 if plan.clean else 0),
         _env_line("WARMUP", 1 if plan.warmup else 0),
+        _env_line("WARMUP_SECS", warmup_seconds(plan.seconds)),
         _env_line("WATCH_EVERY", max(1, min(WATCH_EVERY, plan.seconds // 3))),
         _env_line("TRACEFS", TRACEFS),
         _env_line("KPROBES_LIST", KPROBES_LIST),

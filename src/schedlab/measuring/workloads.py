@@ -179,24 +179,99 @@ for _w in TG_WAKERS:
 
 SCHBENCH = "schbench"
 DEFAULT_PLAN = ["stress-100", "stress-50", "hackbench-process"]
+SCHBENCH_RESULTS = tuple(f"schbench {k} {p}" for k in ("wakeup", "request")
+                         for _, p in parsers.SCHBENCH_PCTS) + ("schbench rps",)
 
 
 def schbench_workload(binary: Path) -> Workload:
     return Workload(SCHBENCH, f"{shlex.quote(str(binary))} -m 2 -t $(( NCPU / 2 > 0 ? "
                     "NCPU / 2 : 1 )) -r $SECS", parsers.schbench, (str(binary),),
                     "schbench (your binary), 2 message threads, NCPU/2 workers each",
-                    results=("schbench rps",))
+                    results=SCHBENCH_RESULTS)
+
+
+# The benchmarks at one point of a sweep (kit/benchmarks.py picks the
+# points from the CPU count), each run for $SECS: the fixed-work ones
+# started again until then (guest/workloads/timed.sh), so that a run lasts
+# as long on a large machine as on a small one.
+#   hackbench-MODE-TRANSPORT-gG   rt-tests hackbench, G groups of 40 tasks
+#   perf-messaging-gG             perf bench sched messaging, G groups
+#   perf-pipe-timed               perf bench sched pipe, two tasks
+#   tbench-cN                     tbench over loopback, N clients
+#   schbench-mM-tN                schbench, M message threads, N workers each
+_POINT = re.compile(r"(?:hackbench-(process|thread)-(socket|pipe)-g(\d+)"
+                    r"|perf-messaging-g(\d+)|(perf-pipe-timed)|tbench-c(\d+)"
+                    r"|schbench-m(\d+)-t(\d+))")
+# Messages a hackbench or perf messaging group passes per loop: each of its
+# 20 senders to each of its 20 receivers.
+_GROUP_MESSAGES = 400
+PIPE_LOOPS = 10000
+
+
+def _loops(groups: int) -> int:
+    """Loops of one hackbench round: about 400,000 messages whatever G, at
+    least 10 loops."""
+    return max(10, 1000 // groups)
+
+
+def point_workload(name: str, schbench: Optional[Path] = None) -> Optional[Workload]:
+    """The record of a sweep point's NAME, or None if NAME is not one."""
+    m = _POINT.fullmatch(name)
+    if not m:
+        return None
+    mode, transport, hg, pg, pipe, clients, msg, workers = m.groups()
+    count = int(hg or pg or clients or msg or 1)
+    if count < 1 or int(workers or 1) < 1:
+        raise LabError(f"{name}: counts start at 1")
+    if hg or pg:
+        groups = count
+        loops = _loops(groups)
+        flags = [*(["-T"] if mode == "thread" else []), *(["-p"] if transport == "pipe" else [])]
+        label = "hackbench" if hg else "perf-messaging"
+        cmd = (["hackbench", *flags, "-g", str(groups), "-l", str(loops)] if hg else
+               ["perf", "bench", "sched", "messaging", "-g", str(groups), "-l", str(loops)])
+        what = (f"rt-tests hackbench, {mode}es over {transport}s, {groups} group(s) of 40 tasks"
+                if hg else f"perf bench sched messaging, {groups} group(s) of 40 processes "
+                "over sockets")
+        return Workload(name, _script("timed.sh", label, "messages",
+                                      str(groups * _GROUP_MESSAGES * loops), *cmd),
+                        parsers.timed, (cmd[0],),
+                        f"{what}, rounds of {loops} loops until --seconds have passed",
+                        results=(f"{label} messages/s",))
+    if pipe:
+        cmd = ["perf", "bench", "sched", "pipe", "-l", str(PIPE_LOOPS)]
+        return Workload(name, _script("timed.sh", "perf-pipe", "round-trips", str(PIPE_LOOPS),
+                                              *cmd),
+                        parsers.timed, ("perf",), f"perf bench sched pipe, rounds of "
+                        f"{PIPE_LOOPS} round trips until --seconds have passed",
+                        results=("perf-pipe round-trips/s",))
+    if clients:
+        return Workload(name, _script("tbench.sh", clients), parsers.dbench,
+                        ("tbench", "tbench_srv"), f"tbench over loopback, {clients} client(s)",
+                        results=("tbench throughput",))
+    if not schbench:
+        raise LabError(f"{name} needs a schbench binary (schbench is not packaged: "
+                       "./schedlab hw --setup fetches and builds it, or --bench-dir)")
+    return Workload(name, shlex.join([str(schbench), "-m", msg, "-t", str(workers)])
+                    + " -r $SECS", parsers.schbench, (str(schbench),),
+                    f"schbench, {msg} message thread(s) with {workers} worker(s) each",
+                    results=SCHBENCH_RESULTS)
 
 
 def all_results() -> List[Workload]:
-    """Every workload record, schbench's included (for the summary tables)."""
-    return list(WORKLOADS.values()) + [schbench_workload(Path(SCHBENCH))]
+    """Every workload record, schbench's and one of each kind of sweep point
+    included (for the summary tables)."""
+    points = [point_workload(n, Path(SCHBENCH)) for n in (
+        "hackbench-process-socket-g1", "perf-messaging-g1", "perf-pipe-timed", "tbench-c1",
+        "schbench-m1-t1")]
+    return list(WORKLOADS.values()) + [schbench_workload(Path(SCHBENCH))] + \
+        [w for w in points if w]
 
 
 def workload(name: str, schbench: Optional[Path] = None) -> Workload:
-    tg = tg_workload(name)
-    if tg:
-        return tg
+    found = tg_workload(name) or point_workload(name, schbench)
+    if found:
+        return found
     if name == SCHBENCH:
         if not schbench:
             raise LabError("the schbench workload needs your binary: --schbench PATH "
@@ -210,7 +285,10 @@ def workload(name: str, schbench: Optional[Path] = None) -> Workload:
 
 def for_reparse(name: str, command: str) -> Workload:
     """The record of a workload named in a result (schbench is the user's binary)."""
-    return WORKLOADS.get(name) or tg_workload(name) or Workload(SCHBENCH, command, parsers.schbench, (), "")
+    if name.startswith(SCHBENCH):
+        return Workload(name, command, parsers.schbench, (), "", results=SCHBENCH_RESULTS)
+    return WORKLOADS.get(name) or tg_workload(name) or point_workload(name) \
+        or Workload(name, command, parsers.schbench, (), "")
 
 
 def plan_workloads(text: Optional[str], schbench: Optional[Path] = None) -> List[Workload]:
