@@ -23,13 +23,13 @@ def test_the_sweeps_follow_the_cpu_count():
     # tbench up to twice the CPUs, schbench's workers in all likewise.
     assert benchmod.tbench_clients(16) == [4, 8, 16, 32]
     assert benchmod.tbench_clients(1) == [1, 2]
-    assert benchmod.schbench_workers(16) == [2, 4, 8, 16]
+    assert benchmod.schbench_workers(16) == [2, 4, 8]      # at most one worker per CPU
     points = benchmod.expand(["stress", "hackbench", "tbench", "schbench"], 16)
     assert points[:3] == ["stress-100", "stress-90", "stress-50"]
     assert [p for p in points if p.startswith("hackbench")] == [
         f"hackbench-{m}-{t}-g{g}" for m in ("process", "thread") for t in ("socket", "pipe")
         for g in (1, 2, 4)]
-    assert "tbench-c32" in points and "schbench-m2-t16" in points
+    assert "tbench-c32" in points and "schbench-m2-t8" in points
     # A family and one of its points: each once, in order.
     assert benchmod.expand(["hackbench-thread-pipe", "hackbench-thread-pipe-g2"], 16) == [
         "hackbench-thread-pipe-g1", "hackbench-thread-pipe-g2", "hackbench-thread-pipe-g4"]
@@ -43,23 +43,27 @@ def test_the_sweeps_follow_the_cpu_count():
 def test_each_point_is_a_record_run_for_its_seconds():
     w = workmod.workload("hackbench-thread-pipe-g4")
     assert w.timed and w.parser is parsers.timed and w.tools == ("hackbench",)
-    assert "timed.sh hackbench messages 400000 hackbench -T -p -g 4 -l 250" in w.command
+    assert "timed.sh hackbench messages 800000 hackbench -T -p -g 4 -l 500" in w.command
     assert w.results == ("hackbench messages/s",)
     w = workmod.workload("perf-messaging-g2")
-    assert "perf-messaging messages 400000 perf bench sched messaging -g 2 -l 500" \
+    assert "perf-messaging messages 800000 perf bench sched messaging -g 2 -l 1000" \
         in w.command
+    # At least 100 loops, whatever the groups.
+    assert "-g 64 -l 100" in workmod.workload("hackbench-process-socket-g64").command
     w = workmod.workload("perf-pipe-timed")
     assert "perf-pipe round-trips 10000 perf bench sched pipe -l 10000" in w.command
     w = workmod.workload("tbench-c12")
     assert w.command.endswith("tbench.sh 12") and w.parser is parsers.dbench
     w = workmod.workload("schbench-m2-t8", Path("/opt/schbench"))
-    assert w.command == "/opt/schbench -m 2 -t 8 -r $SECS" and w.timed
-    assert w.results[:3] == ("schbench wakeup p50", "schbench wakeup p99",
-                             "schbench wakeup p99.9")
+    assert w.command == "/opt/schbench -m 2 -t 8 -r $SECS -w $(( SECS / 5 ))" and w.timed
+    # The stopping rule and the sweep tables take the first: wakeup p99.
+    assert w.results[0] == "schbench wakeup p99" and len(w.results) == 7
     with pytest.raises(LabError, match="needs a schbench binary"):
         workmod.workload("schbench-m2-t8")
     with pytest.raises(LabError, match="counts start at 1"):
         workmod.workload("tbench-c0")
+    assert benchmod.refusal("tbench-c0") == "tbench-c0: counts start at 1"
+    assert benchmod.refusal("nope") == "" and benchmod.refusal("hackbench") == ""
 
 
 def test_schbench_s_percentiles_from_its_own_output():
@@ -177,6 +181,11 @@ def test_bench_dir_takes_a_binary_or_sources(tmp_path, monkeypatch):
     (only / "bench").write_text("#!/bin/sh\necho mine\n")
     (only / "bench").chmod(0o755)
     assert benchmod.from_dir(up, only).binary == only / "bench"
+    assert benchmod.from_dir(up, only / "bench").binary == only / "bench"
+    # Without building (hw --plan): where it would be, nothing made.
+    _git(repo, "checkout", "-q", "--", ".")
+    dry = benchmod.from_dir(up, repo, tmp_path / "dry", build=False)
+    assert not dry.binary.exists() and not (tmp_path / "dry").exists()
     # The sources one level down (DIR/NAME); neither: refused.
     (tmp_path / "above").mkdir()
     _git(repo, "checkout", "-q", "--", ".")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from schedlab.core.util import LabError
-from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import arms as armmod
+from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import hw, hwreport, machine, noise, rounds
 
 ARM = {a.name: a for a in armmod.KIT_ARMS}
@@ -236,8 +236,18 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
     full = hw.plan_text([], 5, 1, 30, cpus=16)
     assert "hackbench-thread-pipe-g4, " in full and "tbench-c32" in full
     assert "schbench-m2" not in full and "schbench: not here" in full
-    assert "schbench-m2-t16" in hw.plan_text([], 5, 1, 30, cpus=16,
-                                             schbench=Path("/x/schbench"))
+    assert "schbench-m2-t8" in hw.plan_text([], 5, 1, 30, cpus=16,
+                                            schbench=Path("/x/schbench"))
+    # Refused before anything: one arm, an empty benchmark, a count of 0.
+    for args, what in (((["series"],), "at least two arms"),
+                       ((None, ["stress", ""]), "an empty name"),
+                       ((None, ["hackbench-process-socket-g0"]), "counts start at 1")):
+        with pytest.raises(LabError, match=what):
+            hw.plan_text([], 5, 1, 30, *args)
+    # A label has folders of its own, which no arm's or pass's can be.
+    assert hw.THROUGHPUT.labelled("series").prefix == "hw-tp@series"
+    with pytest.raises(LabError, match="--label"):
+        hw.THROUGHPUT.labelled("SMT 4")
     with pytest.raises(LabError, match="unknown arm"):
         hw.plan_text([], 5, 1, 30, ["nope"])
 
@@ -685,6 +695,42 @@ def test_the_stock_kernels_arm_runs_after_a_reboot_into_it(tmp_path, monkeypatch
                                         bench=("stress-100",), kinds=(hw.THROUGHPUT,),
                                         fresh=True)) == rounds.OTHER_KERNEL
     assert measured == []
+
+
+@pytest.mark.parametrize("llc", [False, True])
+def test_the_stock_boot_takes_the_kit_boots_arms_without_being_told(tmp_path, monkeypatch,
+                                                                     llc):
+    # No --arm: the stock boot must make the request the kit boot made, also
+    # where cache aware scheduling is active (llc-off joins) or the kit
+    # kernel lacks a piece.
+    from schedlab.measuring import ab
+    from schedlab.measuring import results as resmod
+    measured = []
+
+    def measure(label, plan):
+        measured.append(label)
+        return [resmod.Run(complete=True)]
+    _host_ab(tmp_path, monkeypatch, measure)
+    monkeypatch.setattr(ab, "tables", lambda *a, **k: None)
+    monkeypatch.setattr(machine, "preflight", lambda: machine.Preflight([]))
+    monkeypatch.setattr(noise, "record", lambda: {})
+    monkeypatch.setattr(machine, "llc_balancing_state", lambda d: ("1", llc))
+    box = {"identity": {"release": "7.3.4-schedlab-patched-0123abcd", "variant": "patched"}}
+    monkeypatch.setattr(machine, "machine_record", lambda: dict(box))
+    monkeypatch.setattr(machine, "kernel_pieces",
+                        lambda d: [] if box["identity"]["variant"] == "base"
+                        else ["swb_state", "SG_STATS_REUSE"])
+    monkeypatch.setattr(ab.os, "uname", lambda: type("u", (), {
+        "release": box["identity"]["release"]}))
+    assert rounds.run(False, hw.KitRun(3, 3, bench=("stress-100",), kinds=(hw.THROUGHPUT,),
+                                       fresh=True)) == rounds.OTHER_KERNEL
+    kit_arms = {m.split("/")[0] for m in measured}
+    assert ("hw-tp-llc-off" in kit_arms) == llc and "hw-tp-wake-tg" not in kit_arms
+    box["identity"] = {"release": "7.3.4-schedlab-base-89abcdef", "variant": "base"}
+    measured.clear()
+    assert rounds.run(False, hw.KitRun(3, 3, bench=("stress-100",),
+                                       kinds=(hw.THROUGHPUT,))) == 0
+    assert measured == [f"hw-tp-stock/boot-{b}" for b in range(3)]
 
 
 def test_the_probe_pass_runs_the_kit_kernels_arms_only(tmp_path, monkeypatch, capsys):

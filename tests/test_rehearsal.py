@@ -179,3 +179,20 @@ def test_each_pass_leaves_a_mail_under_80_columns(tmp_path):
         "the throughput pass: no report.txt",
         "the probes pass: report.txt has lines of 80 columns or more (line 1)",
         "the probes pass: report.txt has no swb-v7.3 against series"]
+
+
+def test_the_throughput_mail_has_every_percentile_of_schbench(tmp_path):
+    from schedlab.kit import reporttext
+    req = rehearsal.RehearsalRequest(arms=("series", "swb-v7.3"),
+                                     bench=("stress-100", "schbench-m2-t2"))
+    rows = "".join(f"schbench-m2-t2: {m} (us, lower is better)\n"
+                   for m in rehearsal.SCHBENCH_ROWS)
+    for prefix in ("hw-tp", "hw"):
+        (tmp_path / prefix).mkdir()
+        (tmp_path / prefix / reporttext.REPORT).write_text("swb-v7.3 against series\n" + rows)
+    assert rehearsal.check_mail(tmp_path, req) == []
+    (tmp_path / "hw-tp" / reporttext.REPORT).write_text(
+        "swb-v7.3 against series\nschbench-m2-t2: schbench wakeup p99 (us, lower is better)\n")
+    assert rehearsal.check_mail(tmp_path, req) == [
+        f"the throughput pass: report.txt has no schbench-m2-t2: {m}"
+        for m in rehearsal.SCHBENCH_ROWS if m != "schbench wakeup p99"]

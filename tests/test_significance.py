@@ -83,3 +83,30 @@ def test_a_pair_and_its_mirror_are_one_test():
     pairs = [("series", "stock"), ("series", "swb-v7.3"), ("stock", "series"),
              ("series", "swb-v7.3")]
     assert significance.one_way(pairs) == [("series", "swb-v7.3"), ("stock", "series")]
+
+
+def _schbench(folder: Path, p99, p999) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, (a, b) in enumerate(zip(p99, p999)):
+        metrics = {f"schbench {k} {p}": {"value": v, "unit": "us", "kind": "time",
+                                         "higher_is_better": False}
+                   for k in ("wakeup", "request") for p, v in (("p50", 10), ("p99", a),
+                                                               ("p99.9", b))}
+        (folder / f"run-schbench-m2-t8-{i}.json").write_text(json.dumps({
+            "workload": "schbench-m2-t8", "run": i, "complete": True, "metrics": metrics}))
+    return folder
+
+
+def test_the_throughput_pass_shows_every_percentile_and_stops_on_p99(tmp_path):
+    # p99 steady, p99.9 all over the place: the rounds stop on the
+    # benchmark's first result (wakeup p99), the report shows and tests
+    # every percentile.
+    folders = {"ref": _schbench(tmp_path / "ref", [100, 101, 100, 99], [900, 300, 2000, 50]),
+               "arm": _schbench(tmp_path / "arm", [90, 91, 90, 89], [100, 2500, 400, 900])}
+    assert significance.too_wide(folders, 5.0, results=True) == []
+    assert {w[2] for w in significance.too_wide(folders, 5.0)} >= {"schbench wakeup p99.9"}
+    tests = significance.headline_tests(folders, [("ref", "arm")], results=True)
+    assert {t.metric for t in tests} == {f"schbench {k} {p}" for k in ("wakeup", "request")
+                                         for p in ("p50", "p99", "p99.9")}
+    assert {t.metric for t in tests if t.significant} == {"schbench wakeup p99",
+                                                          "schbench request p99"}

@@ -91,7 +91,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
                     args.seed, not args.no_pin, args.bench_dir, args.label or "")
     kit.check()
     if args.plan:
-        found = benchmod.find(benchmod.SCHBENCH, kit.bench_dir, fetch=False)
+        found = benchmod.find(benchmod.SCHBENCH, kit.bench_dir, fetch=False, build=False)
         say(hw.plan_text(machine.switches_here(machine.DEBUG_SCHED), kit.rounds, kit.runs,
                          kit.seconds, args.arm, bench, kinds,
                          found.binary if found else None))
@@ -174,14 +174,15 @@ def add_hw(sub: Sub) -> None:
                         + ", ".join(benchmod.THROUGHPUT) + " for throughput, "
                         + ", ".join(benchmod.PROBES) + " for probes)")
     p.add_argument("--bench-dir", type=Path, metavar="DIR",
-                   help="the benchmarks no distribution packages (schbench) from DIR: a "
-                        "built binary, or its sources (a Makefile), built in a copy under "
-                        "work/bench/; by default --setup fetches and builds schbench at the "
+                   help="schbench (no distribution packages it) from DIR: the binary itself, "
+                        "a folder holding it, or its sources (a Makefile), built in a copy "
+                        "under work/bench/; by default --setup fetches and builds it at the "
                         "kit's commit")
     p.add_argument("--label", metavar="NAME",
-                   help="keeps this run's passes apart from others (work/results/hw-tp-NAME/, "
+                   help="keeps this run's passes apart from others (work/results/hw-tp@NAME/, "
                         "in the reports' titles): an SMT mode, cache aware scheduling on "
-                        "or off; the same label resumes and reports them")
+                        "or off, set again after every boot; the same label resumes and "
+                        "reports them")
     p.add_argument("--fresh", action="store_true",
                    help="measure every round again; a rerun otherwise goes on from the "
                         "first round not finished")

@@ -29,7 +29,8 @@ def doubling(lo: int, hi: int) -> List[int]:
 
 
 def hackbench_groups(ncpu: int) -> List[int]:
-    """Groups of 40 tasks from one up to 10 tasks per CPU, doubling."""
+    """Groups of 40 tasks doubling from one to the first count of at least
+    10 tasks per CPU."""
     return doubling(1, max(1, ncpu // 4))
 
 
@@ -40,8 +41,9 @@ def tbench_clients(ncpu: int) -> List[int]:
 
 def schbench_workers(ncpu: int) -> List[int]:
     """Workers per message thread (two of them): a quarter of the CPUs in
-    all, half, all, twice as many (schbench's own default is one per CPU)."""
-    return sorted({max(1, ncpu * k // 8) for k in (1, 2, 4, 8)})
+    all, half, all (schbench's own default; more would measure its locks'
+    convoys)."""
+    return sorted({max(1, ncpu * k // 8) for k in (1, 2, 4)})
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ FAMILIES: Dict[str, Family] = {f.name: f for f in [
     Family("stress", "stress-ng at 100, 90 and 50% load on every CPU",
            lambda n: ["stress-100", "stress-90", "stress-50"]),
     Family("hackbench", "rt-tests hackbench, processes and threads over sockets and pipes, "
-           "groups of 40 tasks from 1 to 10 tasks per CPU, doubling",
+           "groups of 40 tasks doubling from one to at least 10 tasks per CPU",
            _hackbench(_MODES)),
     *[Family(f"hackbench-{m}-{t}", f"rt-tests hackbench, {m}es over {t}s, groups doubling",
              _hackbench([(m, t)])) for m, t in _MODES],
@@ -73,7 +75,7 @@ FAMILIES: Dict[str, Family] = {f.name: f for f in [
     Family("perf-pipe", "perf bench sched pipe, two tasks", lambda n: ["perf-pipe-timed"]),
     Family("tbench", "tbench over loopback, a quarter of the CPUs to twice as many clients",
            lambda n: [f"tbench-c{c}" for c in tbench_clients(n)]),
-    Family("schbench", "schbench, 2 message threads, a quarter of the CPUs to twice as many "
+    Family("schbench", "schbench, 2 message threads, a quarter of the CPUs to as many "
            "workers in all: wakeup and request latency percentiles",
            lambda n: [f"schbench-m2-t{w}" for w in schbench_workers(n)]),
 ]}
@@ -102,6 +104,18 @@ def known(name: str) -> bool:
     except LabError:
         return False
     return True
+
+
+def refusal(name: str) -> str:
+    """Why the lab refuses NAME as a workload it otherwise knows the form of
+    (a count of 0), or "" (a family, a known workload, or not one at all)."""
+    if name in FAMILIES:
+        return ""
+    try:
+        workmod.workload(name, Path(workmod.SCHBENCH))
+    except LabError as e:
+        return "" if "unknown workload" in str(e) else str(e)
+    return ""
 
 
 def needs_schbench(names: Sequence[str]) -> bool:
@@ -184,12 +198,16 @@ def _built_in_place(up: Upstream, tree: Path) -> bool:
     return all(binary.stat().st_mtime >= p.stat().st_mtime for p in sources)
 
 
-def from_dir(up: Upstream, folder: Path, root: Optional[Path] = None) -> Built:
-    """UP from --bench-dir FOLDER: its built binary (FOLDER/BINARY), or its
-    sources (FOLDER, or FOLDER/NAME, with a Makefile): the binary built
-    there and newer than them, else built in a copy under ROOT (FOLDER is
-    left as it is).  A git checkout's commit is recorded, and whether it is
-    the pinned one without changes."""
+def from_dir(up: Upstream, folder: Path, root: Optional[Path] = None,
+             build: bool = True) -> Built:
+    """UP from --bench-dir FOLDER: its built binary (FOLDER itself, or
+    FOLDER/BINARY), or its sources (FOLDER, or FOLDER/NAME, with a
+    Makefile): the binary built there and newer than them, else built in a
+    copy under ROOT (FOLDER is left as it is; without BUILD, where it would
+    be).  A git checkout's commit is recorded, and whether it is the pinned
+    one without changes."""
+    if folder.is_file() and os.access(folder, os.X_OK):
+        return Built(folder, str(folder), "", False)
     for tree in (folder, folder / up.name):
         binary = tree / up.binary
         if not (tree / "Makefile").is_file():
@@ -204,7 +222,7 @@ def from_dir(up: Upstream, folder: Path, root: Optional[Path] = None) -> Built:
             key = commit or hashlib.sha256(b"".join(
                 p.read_bytes() for p in sorted(tree.glob("*.[ch]")))).hexdigest()
             dest = (root or bench_root()) / f"{up.name}-local-{key[:12]}"
-            if not _built_in_place(up, dest):
+            if build and not _built_in_place(up, dest):
                 shutil.rmtree(dest, ignore_errors=True)
                 shutil.copytree(tree, dest, ignore=shutil.ignore_patterns(up.binary, "*.o"))
                 _build(up, dest, log_dir() / f"bench-{up.name}.log")
@@ -215,11 +233,12 @@ def from_dir(up: Upstream, folder: Path, root: Optional[Path] = None) -> Built:
 
 
 def find(up: Upstream, bench_dir: Optional[Path], fetch: bool,
-         root: Optional[Path] = None) -> Optional[Built]:
-    """UP's binary: from BENCH_DIR if given; else built before at its pin;
-    else, with FETCH, fetched and built now; else on PATH; else None."""
+         root: Optional[Path] = None, build: bool = True) -> Optional[Built]:
+    """UP's binary: from BENCH_DIR if given (without BUILD: where it would
+    be built); else built before at its pin; else, with FETCH, fetched and
+    built now; else on PATH; else None."""
     if bench_dir is not None:
-        return from_dir(up, bench_dir, root)
+        return from_dir(up, bench_dir, root, build)
     dest = (root or bench_root()) / f"{up.name}-{up.commit[:12]}" / up.binary
     if dest.is_file():
         return Built(dest, up.url, up.commit, True)

@@ -35,7 +35,8 @@ PROBES = "swb,lb,latency,latency-lb,cycles"
 C2C_PROBE = "c2c"
 
 
-# What --label may be: it names the passes' folders (work/results/hw-tp-LABEL/).
+# What --label may be: it names the passes' folders (work/results/hw-tp@LABEL/;
+# no arm's or pass's folder has an @).
 LABEL = re.compile(r"[a-z0-9][a-z0-9.+_-]{0,31}")
 
 
@@ -66,7 +67,7 @@ class Pass:
         if not LABEL.fullmatch(label):
             raise LabError(f"hw: --label {label!r}: lower-case letters, digits and . + _ -, "
                            "at most 32, starting with a letter or digit")
-        return replace(self, prefix=f"{self.prefix}-{label}", label=label)
+        return replace(self, prefix=f"{self.prefix}@{label}", label=label)
 
     @property
     def title(self) -> str:
@@ -156,6 +157,8 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     CPUs (default this machine's), the duration of every pass of KINDS here
     and, where this kernel lacks arms, booted into the series."""
     refuse_unknown(names, bench)
+    if names is not None and len(dict.fromkeys(names)) < 2:
+        raise LabError("hw: at least two arms: the reference and one to compare with it")
     cpus = cpus or ncpu()
     kind = kinds[0]
     names = names or default_arms(kind, arms_here(present)[0]) or list(kind.arms)
@@ -173,16 +176,20 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     each = {k.name: points(k, bench, schbench, cpus) for k in kinds}
     for k in kinds:
         lines.append(f"the {k.name} pass's benchmarks on {cpus} CPUs: " + ", ".join(each[k.name]))
-    if schbench is None and not bench:
+    if schbench is None and not bench and any(benchmod.needs_schbench(
+            benchmod.expand(k.bench, cpus)) for k in kinds):
         lines.append("schbench: not here, left out ('./schedlab hw --setup' fetches and "
                      "builds it)")
+    elif schbench is not None and any(benchmod.needs_schbench(each[k.name]) for k in kinds):
+        lines.append(f"schbench: {schbench}")
     lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds)
                  + f"; each benchmark warmed up for {planmod.warmup_seconds(seconds)}s an "
                  "arm and round")
-    for n, where in ((len(ok), "here"), (len(ok) + len(missing), "booted into the series")):
-        secs = sum(estimate(n if k.kernels != (KIT,) else len([a for a in ok + missing
-                                                                 if k.runs(a)]),
-                            rounds, runs, seconds, each[k.name], k.probes) for k in kinds)
+    for these, where in ((ok, "here"), (ok + missing, "booted into the series")):
+        n = len(these)
+        # Each pass runs the arms of its own kernels (the probes: the kit's).
+        secs = sum(estimate(len([a for a in these if k.runs(a)]), rounds, runs, seconds,
+                            each[k.name], k.probes) for k in kinds)
         lines.append(f"{len(kinds)} pass(es) x {n} arms x {rounds} rounds x {runs} run(s), "
                      f"{seconds}s a run, {where}: about {secs / 3600:.2f} h")
         if not missing:
@@ -212,6 +219,12 @@ def refuse_unknown(names: Optional[Sequence[str]], bench: Optional[Sequence[str]
     if unknown:
         raise LabError(f"hw: unknown arm(s) {', '.join(unknown)}; known: "
                        + ", ".join(a.name for a in KIT_ARMS))
+    if bench is not None and (not bench or "" in bench):
+        raise LabError("hw: --bench: an empty name (a comma too many?)")
+    for b in bench or ():
+        bad = benchmod.refusal(b)
+        if bad:
+            raise LabError(f"hw: --bench {b}: {bad}")
     unknown = [b for b in bench or () if not benchmod.known(b)]
     if unknown:
         raise LabError(f"hw: unknown benchmark(s) {', '.join(unknown)}; known: "
@@ -312,8 +325,8 @@ class KitRun:
         """Refused before the machine is looked at."""
         check_rounds(self.rounds)
         Pass("", "", "").labelled(self.label)
-        if self.bench_dir is not None and not self.bench_dir.is_dir():
-            raise LabError(f"hw: --bench-dir {self.bench_dir} is not a folder")
+        if self.bench_dir is not None and not self.bench_dir.exists():
+            raise LabError(f"hw: --bench-dir {self.bench_dir} is not there")
         if self.max_rounds < self.rounds:
             raise LabError(f"hw: --max-rounds {self.max_rounds} is below --rounds "
                            f"{self.rounds}")

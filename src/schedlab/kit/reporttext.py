@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
-from schedlab.kit import hwreport
-from schedlab.measuring import compare, equivalence, stats
+from schedlab.kit import hwreport, significance
+from schedlab.measuring import equivalence, stats
 from schedlab.measuring import tables as tablemod
 
 REPORT = "report.txt"
@@ -46,10 +46,13 @@ def _wrap(text: str, indent: str = "") -> List[str]:
 
 def pair_block(a: str, b: str, a_runs: List[dict], b_runs: List[dict],
                margins: Dict[Tuple[str, str], equivalence.Margin],
-               significant: Dict[Tuple[str, str, str, str], bool]) -> List[str]:
-    """The rows of B against A: a line naming the benchmark and metric,
-    then the numbers under the column heads."""
-    rows = compare.headline(tablemod.rows(a_runs, b_runs)) if a_runs and b_runs else []
+               significant: Dict[Tuple[str, str, str, str], bool],
+               every_result: bool = False) -> List[str]:
+    """The rows of B against A (significance.shown(): with EVERY_RESULT
+    every result of each benchmark): a line naming the benchmark and
+    metric, then the numbers under the column heads."""
+    rows = significance.shown(tablemod.rows(a_runs, b_runs), every_result) \
+        if a_runs and b_runs else []
     out = [f"{b} against {a}", ""]
     if not rows:
         return out + ["  no finished runs of both arms"]
@@ -74,10 +77,11 @@ def pair_block(a: str, b: str, a_runs: List[dict], b_runs: List[dict],
 def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]],
           folders: Dict[str, Path], replica: Optional[str],
           significant: Dict[Tuple[str, str, str, str], bool], machine: dict,
-          settings: Dict[str, object], argv: Sequence[str]) -> Path:
+          settings: Dict[str, object], argv: Sequence[str], every_result: bool = False) -> Path:
     """RESULTS/report.txt of one pass: PAIRS (A, B) by arm name, FOLDERS
     their result sets, REPLICA the reference's repeat (the A/A margins),
-    SIGNIFICANT by (A, B, benchmark, metric) from the Holm-corrected family."""
+    SIGNIFICANT by (A, B, benchmark, metric) from the Holm-corrected family;
+    EVERY_RESULT: every result of each benchmark (the throughput pass)."""
     runs = {n: _runs(f) for n, f in folders.items()}
     ref = pairs[0][0] if pairs else ""
     margins = (equivalence.margins(runs[ref], runs[replica])
@@ -93,7 +97,7 @@ def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]
                    "after Holm's correction over every comparison of this report.")
     for a, b in pairs:
         lines += ["", ""] + pair_block(a, b, runs.get(a, []), runs.get(b, []), margins,
-                                       significant)
+                                       significant, every_result)
     lines += ["", "", "machine", ""]
     lines += _machine_lines(machine)
     lines += ["", "settings", ""]

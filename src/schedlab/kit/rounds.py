@@ -16,7 +16,7 @@ from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import hwreport, machine, noise, reporttext, significance
 from schedlab.kit.arms import (KIT, KIT_ARMS, LLC_ACTIVE, MIN_ROUNDS, STOCK, KitArm, arm_knobs,
                                arms_here)
-from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, KitRun, Pass,
+from schedlab.kit.hw import (DEFAULT_PASSES, PASSES, PROBE_PASS, SHARE, THROUGHPUT, KitRun, Pass,
                              default_arms, ncpu, order_seed, pick, points, request, resumed)
 from schedlab.measuring import ab, equivalence
 from schedlab.measuring import results as resmod
@@ -63,7 +63,8 @@ def report(record: dict, tables: bool = True) -> Path:
                          record.get("switches", ()), kind)
     pairs = [(a, b) for a, b, _ in hwreport.pairs(states)] if len(states) > 1 else []
     named = {a.name: f for a, f in zip(arms, folders)}
-    family = significance.headline_tests(named, pairs)
+    every = kind.name == THROUGHPUT.name     # every result of each benchmark
+    family = significance.headline_tests(named, pairs, every)
     settings = ({k: record[k] for k in ("rounds", "runs", "seconds")}
                 | ({"rounds": f"{record['rounds']} (a rehearsal of the kit: too few for a "
                     "comparison)"} if record["rounds"] < MIN_ROUNDS else {})
@@ -84,7 +85,8 @@ def report(record: dict, tables: bool = True) -> Path:
     text = reporttext.write(results, hwreport.title(box, kind.title), kind.about,
                             significance.one_way(pairs), named,
                             replica, {(t.a, t.b, t.workload, t.metric): t.significant
-                                      for t in family}, box, settings, record["argv"])
+                                      for t in family}, box, settings, record["argv"],
+                            every)
     say(f"hw: the report to mail: {text}")
     say(f"hw: the report: {path}")
     return path
@@ -157,6 +159,17 @@ def run(check_only: bool, kit: KitRun = KitRun()) -> int:
         return _run(pf, pinning, check_only, kit)
 
 
+def kit_switches(kinds: Sequence[Pass], present: Sequence[str]) -> List[str]:
+    """On the stock kernel: the switches the kit kernel's boot had, from
+    the record of the first of KINDS it ran; where none, every switch the
+    lab builds, and LLC_ACTIVE where PRESENT (this boot) has it."""
+    for kind in kinds:
+        old = hwreport.load_json(work_dir() / kind.prefix / RUN_RECORD)
+        if KIT in (old.get("kernels") or {}) and isinstance(old.get("switches"), list):
+            return list(old["switches"])
+    return [n.name for n in machine.KERNEL_NEEDS] + [s for s in present if s == LLC_ACTIVE]
+
+
 def schbench(kit: KitRun) -> Optional[benchmod.Built]:
     """The schbench binary KIT's passes run, if any: from kit.bench_dir, or
     built at the kit's commit before, or fetched and built now where KIT
@@ -195,10 +208,11 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
             "it on (1); lbstats is compared with llc-off")
     kernel = machine.running_kernel(present, box.get("identity") or {}) or KIT
     if kernel == STOCK:
-        # The kit kernel's arms and switches as the lab builds it: the same
-        # request on both kernels.
-        here, cannot = list(KIT_ARMS), []    # type: List[KitArm], List[KitArm]
-        switches = [n.name for n in machine.KERNEL_NEEDS]
+        # The kit kernel's switches as its boot recorded them (else as the
+        # lab builds it, and cache aware scheduling as this boot finds it):
+        # the same request on both kernels.
+        switches = kit_switches(kit.kinds, present)
+        here, cannot = arms_here(switches)[0], []    # type: List[KitArm], List[KitArm]
     else:
         here, cannot = arms_here(present)
         switches = list(present)
@@ -305,7 +319,7 @@ def _run_pass(kind: Pass, arms: Sequence[KitArm], bench: Sequence[str], kit: Kit
                 if done else []
             if waiting:
                 break
-            wide = significance.too_wide(folders, kit.width)
+            wide = significance.too_wide(folders, kit.width, kind.name == THROUGHPUT.name)
             record["stopping"] = {"width": kit.width, "max": kit.max_rounds, "met": not wide,
                                   "wide": len(wide), "widest": _widest(wide)}
             if not wide or rounds >= kit.max_rounds:

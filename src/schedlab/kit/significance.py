@@ -19,6 +19,7 @@ from typing import Dict, List, Sequence, Tuple
 from schedlab.core.util import LabError
 from schedlab.measuring import compare, stats
 from schedlab.measuring import tables as tablemod
+from schedlab.measuring import workloads as workmod
 
 ALPHA = 0.05
 
@@ -58,16 +59,36 @@ def one_way(pairs: Sequence[Tuple[str, str]]) -> List[Tuple[str, str]]:
     return out
 
 
-def headline_tests(folders: Dict[str, Path], pairs: Sequence[Tuple[str, str]]) -> List[Test]:
-    """Every headline comparison of PAIRS (arm names, FOLDERS their result
-    sets), Holm-corrected as one family; metrics with no better direction
-    are left out (nothing to call better)."""
+def shown(rows: List[tablemod.Row], results: bool) -> List[tablemod.Row]:
+    """The rows of a comparison a pass's report shows and tests: with
+    RESULTS (the throughput pass), every metric a benchmark's record names
+    as a result (schbench's every percentile); else 'ab''s headline."""
+    if not results:
+        return compare.headline(rows)
+    names = {r for w in workmod.all_results() for r in w.results}
+    return [r for r in rows if r.metric in names and not r.wallclock]
+
+
+def stopping_metrics(results: bool) -> str:
+    """What the stopping rule asks to be narrow: with RESULTS (the
+    throughput pass), each benchmark's first result (schbench's wakeup
+    p99, not its tails); else every flagged headline metric."""
+    if not results:
+        return compare.HEADLINE
+    return tablemod.names_rx([w.sweep_result for w in workmod.all_results() if w.sweep_result])
+
+
+def headline_tests(folders: Dict[str, Path], pairs: Sequence[Tuple[str, str]],
+                   results: bool = False) -> List[Test]:
+    """Every comparison of PAIRS (arm names, FOLDERS their result sets) the
+    report shows (shown()), Holm-corrected as one family; metrics with no
+    better direction are left out (nothing to call better)."""
     raw = []
     for a, b in one_way(pairs):
         ra, rb = _runs(folders[a]), _runs(folders[b])
         if not ra or not rb:
             continue
-        for row in compare.headline(tablemod.rows(ra, rb)):
+        for row in shown(tablemod.rows(ra, rb), results):
             if row.neutral or row.imp is None:
                 continue
             raw.append(Test(a, b, row.workload, row.metric, row.unit, row.imp,
@@ -97,13 +118,14 @@ def section(tests: Sequence[Test]) -> List[str]:
 NOTHING = "no finished run"
 
 
-def too_wide(folders: Dict[str, Path], width: float) -> List[Tuple[str, str, str, float]]:
-    """(arm, benchmark, metric, width) of every headline metric whose 95%
+def too_wide(folders: Dict[str, Path], width: float,
+             results: bool = False) -> List[Tuple[str, str, str, float]]:
+    """(arm, benchmark, metric, width) of every stopping metric whose 95%
     interval of the mean is wider than WIDTH percent of the mean, the widest
     first.  A metric with fewer than two finished runs is too wide, also
     where an arm lacks one that another arm has, and an arm with no finished
     run at all is (NOTHING): runs made invalid do not stop the rounds."""
-    flagged = re.compile(compare.HEADLINE)
+    flagged = re.compile(stopping_metrics(results))
     values: Dict[str, Dict[Tuple[str, str], List[float]]] = {}
     for arm, folder in folders.items():
         values[arm] = {k: [m["value"] for m in ms]

@@ -125,7 +125,7 @@ class Plan:
 
 
 # The longest warm-up of a timed workload, in seconds.
-WARMUP_MAX = 5
+WARMUP_MAX = 3
 
 
 def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
