@@ -66,14 +66,54 @@ def test_sles_and_arm64_are_left_for_later_and_others_named():
         distro.detect('NAME="Arch Linux"\nID=arch\nPRETTY_NAME="Arch Linux"\n', "x86_64")
 
 
+@pytest.mark.parametrize("name,install", [("debian", "apt-get install -y --no-install-recommends"),
+                                          ("fedora", "dnf install -y")])
+def test_hw_check_names_every_missing_piece_with_the_fix_of_the_distribution(
+        tmp_path, monkeypatch, name, install):
+    # The whole preflight of a distribution kernel without SMT, tools or
+    # the series, from fixtures: every missing piece named, each with its
+    # fix, the tools' in the distribution's own packages.
+    rel = tmp_path / "os-release"
+    rel.write_text(OS_RELEASE[name])
+    monkeypatch.setattr(distro, "OS_RELEASE", rel)
+    monkeypatch.setattr(distro.platform, "machine", lambda: "x86_64")
+    sched = tmp_path / "sched"
+    sched.mkdir()
+    (sched / "features").write_text("GENTLE_FAIR_SLEEPERS\n")
+    monkeypatch.setattr(machine, "DEBUG_SCHED", sched)
+    monkeypatch.setattr(machine, "config_text", lambda: "CONFIG_DEBUG_FS=y\n")
+    real = machine.check_machine
+    monkeypatch.setattr(machine, "check_machine", lambda: real(
+        tmp_path / "cpu", tmp_path / "smt-active", euid=1000))
+    tools = machine.check_tools
+    monkeypatch.setattr(machine, "check_tools", lambda: tools(lambda n: None))
+    monkeypatch.setattr(machine, "_run_text", lambda argv: (127, ""))
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    pf = machine.preflight()
+    missing = {c.name: c.fix for c in pf.missing()}
+    assert {"root", "SMT", "config CONFIG_SCHEDSTATS", "tool bpftrace", "tool perf",
+            "tool funclatency-bpfcc", "tool hackbench", "tool tbench",
+            "tool stress-ng"} <= set(missing)
+    assert all(missing.values()), [n for n, f in missing.items() if not f]
+    assert all(f"series: {n.patch}" in missing for n in machine.KERNEL_NEEDS)
+    want = {"debian": {"tool perf": "linux-perf", "tool funclatency-bpfcc": "bpfcc-tools",
+                       "tool hackbench": "rt-tests", "tool tbench": "dbench"},
+            "fedora": {"tool perf": "perf", "tool funclatency-bpfcc": "bcc-tools",
+                       "tool hackbench": "rt-tests", "tool tbench": "dbench"}}[name]
+    for tool, pkg in want.items():
+        assert f"{install} " in missing[tool] and pkg in missing[tool].split(), missing[tool]
+    assert "apt-get" not in " ".join(missing.values()) or name == "debian"
+    assert "dnf" not in " ".join(missing.values()) or name == "fedora"
+
+
 def test_bccs_folder_is_searched_where_fedora_keeps_its_tools():
     fedora = {"/usr/share/bcc/tools/funclatency", "/usr/bin/bpftrace"}
     which = lambda p: p if p in fedora else None       # noqa: E731
     assert machine.find_tool(("funclatency-bpfcc", "funclatency"), which) == \
         "/usr/share/bcc/tools/funclatency"
-    checks = {c.name: c for c in machine.check_tools(which)}
+    checks = {c.name: c for c in machine.check_tools(which, distro.DISTROS[2])}
     assert checks["tool funclatency-bpfcc"].ok and not checks["tool perf"].ok
-    assert "Fedora, RHEL: perf" in checks["tool perf"].fix
+    assert checks["tool perf"].fix == "./schedlab hw --setup, or dnf install -y perf (Fedora)"
 
 
 def test_a_perf_that_fails_on_this_kernel_is_found_at_the_check():

@@ -13,7 +13,7 @@ import platform
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from schedlab.core.util import LabError
 from schedlab.measuring.plan import BCC_DIR
@@ -129,6 +129,14 @@ def here() -> Distro:
     except OSError:
         text = ""
     return detect(text, platform.machine())
+
+
+def tool_fix(d: Distro, roles: Sequence[str]) -> str:
+    """How to add a tool of ROLES on D: `hw --setup`, or its packages
+    alone."""
+    pkgs = list(dict.fromkeys(p for r in roles for p in d.packages.get(r, ())))
+    return "./schedlab hw --setup" + (f", or {shlex.join([*d.install, *pkgs])} ({d.name})"
+                                      if pkgs else "")
 
 
 def setup_text(d: Distro, arch: str) -> str:

@@ -19,6 +19,7 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tup
 
 from schedlab.core import build as buildmod
 from schedlab.kit import benchmarks as benchmod
+from schedlab.kit import distro
 from schedlab.kit.arms import LLC_ACTIVE, REHEARSAL_ENV
 from schedlab.kit.distro import BCC_DIR
 
@@ -57,29 +58,26 @@ CONFIG_NEEDS: Dict[str, str] = {
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool the benchmark set or the probes run: any of NAMES on PATH."""
+    """A tool the benchmark set or the probes run: any of NAMES on PATH.
+    Its fix: the distribution's packages of ROLES (distro.py), else HOW."""
     names: tuple
     purpose: str
-    how: str            # how to add it (a Debian package, or build steps)
+    roles: Tuple[str, ...] = ()
+    how: str = ""
     optional: bool = False   # missing, its benchmark is left out
 
 
 TOOLS = (
     Tool(("funclatency-bpfcc", "funclatency"),
          "should_we_balance(), sched_balance_rq() and sched_balance_newidle() latency",
-         "./schedlab hw --setup (Debian: bpfcc-tools or libbpf-tools; Fedora, RHEL: "
-         "bcc-tools)"),
-    Tool(("bpftrace",), "call counts and the counting window",
-         "./schedlab hw --setup (the package bpftrace)"),
-    Tool(("perf",), "perf stat cycles, perf bench sched, perf c2c",
-         "./schedlab hw --setup (Debian: linux-perf; Fedora, RHEL: perf)"),
-    Tool(("hackbench",), "hackbench process and thread, pipes and sockets",
-         "./schedlab hw --setup (the package rt-tests)"),
-    Tool(("tbench", "tbench_srv"), "tbench", "./schedlab hw --setup (the package dbench)"),
-    Tool(("stress-ng",), "the busy levels of the should_we_balance() runs",
-         "./schedlab hw --setup (the package stress-ng)"),
+         ("bcc", "libbpf-tools")),
+    Tool(("bpftrace",), "call counts and the counting window", ("bpftrace",)),
+    Tool(("perf",), "perf stat cycles, perf bench sched, perf c2c", ("perf",)),
+    Tool(("hackbench",), "hackbench process and thread, pipes and sockets", ("hackbench",)),
+    Tool(("tbench", "tbench_srv"), "tbench", ("tbench",)),
+    Tool(("stress-ng",), "the busy levels of the should_we_balance() runs", ("stress-ng",)),
     Tool(("schbench",), "wakeup latency under load",
-         "not packaged: ./schedlab hw --setup clones and builds it at the kit's commit "
+         how="not packaged: ./schedlab hw --setup clones and builds it at the kit's commit "
          "(work/bench/), or hw --bench-dir DIR takes a local copy", optional=True),
 )
 
@@ -339,7 +337,11 @@ def find_tool(names: Sequence[str],
     return None
 
 
-def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[PreflightCheck]:
+def check_tools(which: Callable[[str], Optional[str]] = shutil.which,
+                where: Optional[distro.Distro] = None) -> List[PreflightCheck]:
+    """Each tool of TOOLS: found, or its fix on WHERE (default: this
+    machine's distribution)."""
+    where = where or distro.here()
     out = []
     for t in TOOLS:
         # A benchmark built by the kit (work/bench/NAME-COMMIT/NAME) counts.
@@ -349,7 +351,8 @@ def check_tools(which: Callable[[str], Optional[str]] = shutil.which) -> List[Pr
         skipped = "" if found or not t.optional else " (optional: not found, left out)"
         out.append(PreflightCheck(f"tool {t.names[0]}", found is not None or t.optional,
                                   f"{found or ' or '.join(t.names)}: {t.purpose}{skipped}",
-                                  "" if found else t.how))
+                                  "" if found else
+                                  distro.tool_fix(where, t.roles) if t.roles else t.how))
     return out
 
 
