@@ -33,6 +33,11 @@ def test_the_sweeps_follow_the_cpu_count():
     # A family and one of its points: each once, in order.
     assert benchmod.expand(["hackbench-thread-pipe", "hackbench-thread-pipe-g2"], 16) == [
         "hackbench-thread-pipe-g1", "hackbench-thread-pipe-g2", "hackbench-thread-pipe-g4"]
+    # Each sweep warmed up once, at its first point; each stress-ng load.
+    assert benchmod.first_points(points) == [
+        "stress-100", "stress-90", "stress-50", "hackbench-process-socket-g1",
+        "hackbench-process-pipe-g1", "hackbench-thread-socket-g1", "hackbench-thread-pipe-g1",
+        "tbench-c4", "schbench-m2-t2"]
     for name in ("hackbench", "tbench-c7", "schbench-m1-t3", "perf-pipe-timed", "stress-25",
                  "hackbench-overload"):
         assert benchmod.known(name), name

@@ -259,7 +259,7 @@ def test_the_runs_are_an_ab_request_on_this_machine():
     assert {a.variant for a in req.arms} == {"kit"}       # the kernel they run on
     assert req.plan.runs == 2 and req.plan.seconds == 20
     assert req.plan.names() == benchmod.expand(hw.PROBE_PASS.bench, hw.ncpu())
-    assert req.plan.warmup
+    assert req.plan.warmup and req.plan.warm == tuple(benchmod.first_points(req.plan.names()))
     assert req.record()["tree"] == "host"
 
 

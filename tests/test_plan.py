@@ -201,6 +201,19 @@ def test_a_warm_up_runs_each_workload_once_before_its_runs_unrecorded(tmp_path, 
     assert len(runs) == 2
     from schedlab.measuring import measure
     assert measure.estimate_seconds(plan) > measure.estimate_seconds(plan.with_(warmup=False))
+    # Only the workloads named in warm, where it names any.
+    other = plan.with_(warm=("other",))
+    assert measure.estimate_seconds(other) == measure.estimate_seconds(plan.with_(warmup=False))
+    planmod.write(other, d)
+    (d / "plan.env").write_text(env_text.replace(planmod.KNOB_DIR, str(tmp_path / "sched")))
+    assert (d / "warmup.txt").read_text() == ""
+    count.unlink()
+    out2 = tmp_path / "out2"
+    out2.mkdir()
+    proc = subprocess.run(["bash", str(planmod.runner()), str(d), str(out2)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert count.read_text() == "once 12\n" * 2 and not (out2 / "warmup-fake.txt").exists()
 
 
 def test_bccs_funclatency_is_found_in_bccs_folder_off_path(tmp_path):

@@ -430,8 +430,9 @@ while read -r name i <&3; do
 	d=$OUT/$name-$i
 	cmd=$(cat "$PLAN/cmd/$name")
 	# The warm-up: the workload once before its first run, a timed one for
-	# WARMUP_SECS, nothing attached yet, its output kept apart and not parsed.
-	if [ "$WARMUP" = 1 ] && [ "$i" = 0 ]; then
+	# WARMUP_SECS, nothing attached yet, its output kept apart and not
+	# parsed; only the workloads warmup.txt names.
+	if [ "$WARMUP" = 1 ] && [ "$i" = 0 ] && grep -qxF "$name" "$PLAN/warmup.txt"; then
 		echo "warm-up $name"
 		(SECS=$WARMUP_SECS timeout -k 10 "$LIMIT" bash -c "$cmd") > "$OUT/warmup-$name.txt" 2>&1 < /dev/null 3<&-
 		echo "status $?" >> "$OUT/warmup-$name.txt"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,16 @@ def expand(names: Sequence[str], ncpu: int) -> List[str]:
     for n in names:
         out += FAMILIES[n].points(ncpu) if n in FAMILIES else [n]
     return list(dict.fromkeys(out))
+
+
+def first_points(points: Sequence[str]) -> List[str]:
+    """The first of POINTS of each sweep (a point's name without its count:
+    hackbench-process-socket-g1 and -g2 are one sweep, each stress-ng load
+    its own): those the kit warms up."""
+    seen: Dict[str, str] = {}
+    for p in points:
+        seen.setdefault(re.sub(r"-[gct]\d+$", "", p), p)
+    return list(seen.values())
 
 
 def known(name: str) -> bool:

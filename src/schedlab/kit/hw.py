@@ -123,7 +123,8 @@ def estimate(arms: int, rounds: int, runs: int, seconds: int, points: Sequence[s
              probe_list: str = PROBES) -> float:
     """The kit's duration: every arm's plan, every round (measure.py's estimate)."""
     plan = planmod.make_plan(",".join(points), probe_list, runs=runs, seconds=seconds,
-                             schbench=Path(workmod.SCHBENCH)).with_(warmup=True)
+                             schbench=Path(workmod.SCHBENCH)).with_(
+        warmup=True, warm=tuple(benchmod.first_points(points)))
     return arms * rounds * measure.estimate_seconds(plan, accel="host")
 
 
@@ -183,8 +184,8 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
     elif schbench is not None and any(benchmod.needs_schbench(each[k.name]) for k in kinds):
         lines.append(f"schbench: {schbench}")
     lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds)
-                 + f"; each benchmark warmed up for {planmod.warmup_seconds(seconds)}s an "
-                 "arm and round")
+                 + f"; each sweep's first point warmed up for "
+                 f"{planmod.warmup_seconds(seconds)}s an arm and round")
     for these, where in ((ok, "here"), (ok + missing, "booted into the series")):
         n = len(these)
         # Each pass runs the arms of its own kernels (the probes: the kit's).
@@ -265,7 +266,8 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
     c2c = c2c and kind.name == PROBE_PASS.name
     plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c else ""),
                              runs=runs, seconds=seconds,
-                             schbench=schbench).with_(warmup=True)
+                             schbench=schbench).with_(
+        warmup=True, warm=tuple(benchmod.first_points(bench)))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, a.kernel, arm_knobs(a, present))
                                    for a in arms),

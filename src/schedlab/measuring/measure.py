@@ -54,7 +54,7 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
     warm = {True: per[True] - plan.seconds + planmod.warmup_seconds(plan.seconds),
             False: per[False]}
     return start + sum((per[w.timed] + w.overhead) * plan.runs
-                       + ((warm[w.timed] + w.overhead) if plan.warmup else 0)
+                       + ((warm[w.timed] + w.overhead) if plan.warmed(w.name) else 0)
                        for w in plan.workloads)
 
 

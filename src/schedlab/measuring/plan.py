@@ -70,8 +70,10 @@ class Plan:
     knobs: Tuple[Tuple[str, str], ...] = ()
     accel: str = "auto"     # "icount": the guest clock counts instructions (vm.py)
     # One run of each workload before its first, not recorded (the kit's:
-    # caches, the page cache, a server's start).
+    # caches, the page cache, a server's start); with WARM, of those named
+    # there only (the first point of each of the kit's sweeps).
     warmup: bool = False
+    warm: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.runs < 1 or self.seconds < 1:
@@ -87,6 +89,10 @@ class Plan:
             # calls should_we_balance()).
             raise LabError(f"--probe {','.join(self.probes)}: a cost probe ({cost[0]}) is "
                            "measured alone; run one plan per cost probe")
+
+    def warmed(self, name: str) -> bool:
+        """Whether workload NAME runs once unrecorded before its first run."""
+        return self.warmup and (not self.warm or name in self.warm)
 
     @property
     def clean(self) -> bool:
@@ -198,6 +204,7 @@ def write(plan: Plan, folder: Path) -> Path:
             (folder / "bt" / f"calibrate.{method}.bt").write_text(
                 probemod.CALIBRATION.bpftrace(method))
     (folder / "knobs.txt").write_text("".join(f"{k} {v}\n" for k, v in plan.knobs))
+    (folder / "warmup.txt").write_text("".join(f"{n}\n" for n in names if plan.warmed(n)))
     runs = []
     for w in plan.workloads:
         (folder / "cmd" / w.name).write_text(w.command + "\n")
