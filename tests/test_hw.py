@@ -210,6 +210,20 @@ def test_the_lbstats_arm_turns_cache_aware_scheduling_off_only_where_active():
     assert [kv for kv in armmod.arm_knobs(off, active) if kv[0] != "llc_balancing/enabled"] \
         == [kv for kv in armmod.arm_knobs(series, active) if kv[0] != "llc_balancing/enabled"]
     assert ("llc-off", "lbstats") in armmod.patch_pairs([series, off, lb])
+    # The report's titles say so where lbstats turned it off and the
+    # reference did not.
+    states = [hwreport.ArmState(a.name, a.what, armmod.arm_knobs(a, active), 0, 1, a.before)
+              for a in (series, off, lb)]
+    titles = [t for _, _, t in hwreport.pairs(states)]
+    assert "lbstats against series (cache aware scheduling off in lbstats only)" in titles
+    assert "lbstats against llc-off: the patch's own effect" in titles
+    plain = [hwreport.ArmState(a.name, a.what, armmod.arm_knobs(a, every), 0, 1, a.before)
+             for a in (series, lb)]
+    assert [t for _, _, t in hwreport.pairs(plain)] == ["lbstats against series"]
+    # The mail's heading too.
+    from schedlab.kit import reporttext
+    assert reporttext.pair_block("series", "lbstats", [], [], {}, {}, title=titles[0])[0] \
+        == titles[0]
 
 
 def test_the_plan_names_every_arm_and_benchmark_and_a_duration():

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from schedlab.kit.arms import LLC_OFF
+
 REPORT = "report.md"
 
 
@@ -125,7 +127,12 @@ def pairs(arms: Sequence[ArmState]) -> List[Tuple[str, str, str]]:
     the reference (the first), then each arm against the arm of the patch
     before it (that patch's own effect)."""
     ref = arms[0].name
-    out = [(ref, a.name, f"{a.name} against {ref}") for a in arms[1:]]
+
+    def llc_off(a: ArmState) -> bool:
+        return any(k == LLC_OFF[0][0] and v == LLC_OFF[0][1] for k, v in a.knobs)
+    out = [(ref, a.name, f"{a.name} against {ref}" + (
+        f" (cache aware scheduling off in {a.name} only)"
+        if llc_off(a) and not llc_off(arms[0]) else "")) for a in arms[1:]]
     names = {a.name for a in arms}
     out += [(a.baseline, a.name, f"{a.name} against {a.baseline}: against the kernel users "
              "run") for a in arms if a.baseline in names and a.baseline != ref]

@@ -47,13 +47,13 @@ def _wrap(text: str, indent: str = "") -> List[str]:
 def pair_block(a: str, b: str, a_runs: List[dict], b_runs: List[dict],
                margins: Dict[Tuple[str, str], equivalence.Margin],
                significant: Dict[Tuple[str, str, str, str], bool],
-               every_result: bool = False) -> List[str]:
+               every_result: bool = False, title: str = "") -> List[str]:
     """The rows of B against A (significance.shown(): with EVERY_RESULT
     every result of each benchmark): a line naming the benchmark and
     metric, then the numbers under the column heads."""
     rows = significance.shown(tablemod.rows(a_runs, b_runs), every_result) \
         if a_runs and b_runs else []
-    out = [f"{b} against {a}", ""]
+    out = _wrap(title or f"{b} against {a}") + [""]
     if not rows:
         return out + ["  no finished runs of both arms"]
     out += [f"{a[:14]:>14} {'%stddev':>8} {'%change':>9}  {b[:14]:>14} {'%stddev':>8}"
@@ -77,11 +77,13 @@ def pair_block(a: str, b: str, a_runs: List[dict], b_runs: List[dict],
 def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]],
           folders: Dict[str, Path], replica: Optional[str],
           significant: Dict[Tuple[str, str, str, str], bool], machine: dict,
-          settings: Dict[str, object], argv: Sequence[str], every_result: bool = False) -> Path:
+          settings: Dict[str, object], argv: Sequence[str], every_result: bool = False,
+          titles: Optional[Dict[Tuple[str, str], str]] = None) -> Path:
     """RESULTS/report.txt of one pass: PAIRS (A, B) by arm name, FOLDERS
     their result sets, REPLICA the reference's repeat (the A/A margins),
     SIGNIFICANT by (A, B, benchmark, metric) from the Holm-corrected family;
-    EVERY_RESULT: every result of each benchmark (the throughput pass)."""
+    EVERY_RESULT: every result of each benchmark (the throughput pass);
+    TITLES: each pair's heading, by (A, B) (default "B against A")."""
     runs = {n: _runs(f) for n, f in folders.items()}
     ref = pairs[0][0] if pairs else ""
     margins = (equivalence.margins(runs[ref], runs[replica])
@@ -97,7 +99,8 @@ def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]
                    "after Holm's correction over every comparison of this report.")
     for a, b in pairs:
         lines += ["", ""] + pair_block(a, b, runs.get(a, []), runs.get(b, []), margins,
-                                       significant, every_result)
+                                       significant, every_result,
+                                       (titles or {}).get((a, b), ""))
     lines += ["", "", "machine", ""]
     lines += _machine_lines(machine)
     lines += ["", "settings", ""]

@@ -61,7 +61,8 @@ def report(record: dict, tables: bool = True) -> Path:
     folders = [resmod.results_dir(f"{kind.prefix}-{a.name}") for a in arms]
     states = _arm_states(arms, record["rounds"], record["runs"], bench,
                          record.get("switches", ()), kind)
-    pairs = [(a, b) for a, b, _ in hwreport.pairs(states)] if len(states) > 1 else []
+    titled = hwreport.pairs(states) if len(states) > 1 else []
+    pairs = [(a, b) for a, b, _ in titled]
     named = {a.name: f for a, f in zip(arms, folders)}
     every = kind.name == THROUGHPUT.name     # every result of each benchmark
     family = significance.headline_tests(named, pairs, every)
@@ -86,7 +87,7 @@ def report(record: dict, tables: bool = True) -> Path:
                             significance.one_way(pairs), named,
                             replica, {(t.a, t.b, t.workload, t.metric): t.significant
                                       for t in family}, box, settings, record["argv"],
-                            every)
+                            every, {(a, b): t for a, b, t in titled})
     say(f"hw: the report to mail: {text}")
     say(f"hw: the report: {path}")
     return path
