@@ -45,6 +45,23 @@ def test_the_sweeps_follow_the_cpu_count():
         assert not benchmod.known(name), name
 
 
+def test_a_kit_run_is_refused_on_resume_when_a_benchmark_s_command_changed(monkeypatch):
+    from schedlab.kit import hw
+    from schedlab.measuring import resume
+    from schedlab.kit import arms as armmod
+    req = hw.request(armmod.KIT_ARMS[:2], 3, 1, 10, bench=["hackbench-process-socket-g4"])
+    fields = resume.plan_fields(req.plan)
+    assert fields["warm"] == ["hackbench-process-socket-g4"]
+    cmd = fields["commands"]["hackbench-process-socket-g4"]
+    assert cmd.startswith("bash GUEST/workloads/timed.sh ") and "-l 500" in cmd
+    monkeypatch.setattr(workmod, "_loops", lambda g: 10)
+    again = hw.request(armmod.KIT_ARMS[:2], 3, 1, 10, bench=["hackbench-process-socket-g4"])
+    assert resume.plan_fields(again.plan) != fields
+    # The lab's other plans hold what they held.
+    from schedlab.measuring import plan as planmod
+    assert "commands" not in resume.plan_fields(planmod.make_plan("stress-100", "swb"))
+
+
 def test_each_point_is_a_record_run_for_its_seconds():
     w = workmod.workload("hackbench-thread-pipe-g4")
     assert w.timed and w.parser is parsers.timed and w.tools == ("hackbench",)
@@ -60,7 +77,7 @@ def test_each_point_is_a_record_run_for_its_seconds():
     w = workmod.workload("tbench-c12")
     assert w.command.endswith("tbench.sh 12") and w.parser is parsers.dbench
     w = workmod.workload("schbench-m2-t8", Path("/opt/schbench"))
-    assert w.command == "/opt/schbench -m 2 -t 8 -r $SECS -w $(( SECS / 5 ))" and w.timed
+    assert w.command == "/opt/schbench -m 2 -t 8 -r $SECS" and w.timed
     # The stopping rule and the sweep tables take the first: wakeup p99.
     assert w.results[0] == "schbench wakeup p99" and len(w.results) == 7
     with pytest.raises(LabError, match="needs a schbench binary"):

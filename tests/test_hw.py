@@ -260,8 +260,9 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
             hw.plan_text([], 5, 1, 30, *args)
     # A label has folders of its own, which no arm's or pass's can be.
     assert hw.THROUGHPUT.labelled("series").prefix == "hw-tp@series"
-    with pytest.raises(LabError, match="--label"):
-        hw.THROUGHPUT.labelled("SMT 4")
+    for bad in ("SMT 4", "smt8-llc-off"):     # a -: LABEL-ARM could be a label's folder
+        with pytest.raises(LabError, match="--label"):
+            hw.THROUGHPUT.labelled(bad)
     with pytest.raises(LabError, match="unknown arm"):
         hw.plan_text([], 5, 1, 30, ["nope"])
 
@@ -981,3 +982,16 @@ def test_the_lb_share_pass_without_the_feature_repeats_the_reference():
     here = [a for a in armmod.KIT_ARMS if a.name != "lbstats"]
     assert hw.default_arms(hw.SHARE, here) == ["series", "series-again"]
     assert hw.default_arms(hw.PROBE_PASS, here) is None
+
+
+def test_the_stock_boot_reads_the_kit_boots_switches_unless_fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path))
+    rec = tmp_path / hw.THROUGHPUT.prefix / rounds.RUN_RECORD
+    rec.parent.mkdir(parents=True)
+    rec.write_text(json.dumps({"kernels": {"kit": {}}, "switches": ["swb_state"]}))
+    every = [n.name for n in machine.KERNEL_NEEDS]
+    assert rounds.kit_switches((hw.THROUGHPUT,), []) == ["swb_state"]
+    assert rounds.kit_switches((hw.THROUGHPUT,), [armmod.LLC_ACTIVE], fresh=True) == \
+        every + [armmod.LLC_ACTIVE]
+    rec.write_text(json.dumps({"kernels": {"stock": {}}, "switches": ["swb_state"]}))
+    assert rounds.kit_switches((hw.THROUGHPUT,), []) == every

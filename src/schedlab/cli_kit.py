@@ -43,7 +43,7 @@ def cmd_hw(args: argparse.Namespace) -> int:
         return kit_setup()
     if args.code_only and not args.switch_proof:
         raise LabError("hw --code-only goes with --switch-proof")
-    bench = args.bench.split(",") if args.bench else None
+    bench = args.bench.split(",") if args.bench is not None else None
     if args.lb_share and args.pass_name:
         raise LabError("hw --lb-share is a pass of its own: without --pass")
     if args.c2c and args.pass_name == hw.THROUGHPUT.name:
@@ -92,9 +92,12 @@ def cmd_hw(args: argparse.Namespace) -> int:
     kit.check()
     if args.plan:
         found = benchmod.find(benchmod.SCHBENCH, kit.bench_dir, fetch=False, build=False)
+        asked = bool(bench) and benchmod.needs_schbench(benchmod.expand(bench or [], hw.ncpu()))
+        # Asked for and not here: the run fetches and builds it first.
+        binary = found.binary if found else benchmod.pinned_binary(benchmod.SCHBENCH) \
+            if asked else None
         say(hw.plan_text(machine.switches_here(machine.DEBUG_SCHED), kit.rounds, kit.runs,
-                         kit.seconds, args.arm, bench, kinds,
-                         found.binary if found else None))
+                         kit.seconds, args.arm, bench, kinds, binary))
         return 0
     if args.report:
         return rounds.report_again(not args.no_plots, kinds)

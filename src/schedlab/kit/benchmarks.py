@@ -177,10 +177,15 @@ def _build(up: Upstream, tree: Path, log: Path) -> Path:
     return binary
 
 
+def pinned_binary(up: Upstream, root: Optional[Path] = None) -> Path:
+    """Where UP's binary at its pinned commit is built: ROOT/NAME-COMMIT/."""
+    return (root or bench_root()) / f"{up.name}-{up.commit[:12]}" / up.binary
+
+
 def fetch_and_build(up: Upstream, root: Optional[Path] = None) -> Built:
     """UP cloned at its pinned commit into ROOT/NAME-COMMIT and built there;
     a tree built before is taken as it is."""
-    dest = (root or bench_root()) / f"{up.name}-{up.commit[:12]}"
+    dest = pinned_binary(up, root).parent
     if (dest / up.binary).is_file():
         return Built(dest / up.binary, up.url, up.commit, True)
     part = dest.with_name(dest.name + ".part")
@@ -250,7 +255,7 @@ def find(up: Upstream, bench_dir: Optional[Path], fetch: bool,
     built now; else on PATH; else None."""
     if bench_dir is not None:
         return from_dir(up, bench_dir, root, build)
-    dest = (root or bench_root()) / f"{up.name}-{up.commit[:12]}" / up.binary
+    dest = pinned_binary(up, root)
     if dest.is_file():
         return Built(dest, up.url, up.commit, True)
     if fetch:

@@ -36,8 +36,9 @@ C2C_PROBE = "c2c"
 
 
 # What --label may be: it names the passes' folders (work/results/hw-tp@LABEL/;
-# no arm's or pass's folder has an @).
-LABEL = re.compile(r"[a-z0-9][a-z0-9.+_-]{0,31}")
+# no arm's or pass's folder has an @), the arms' PREFIX@LABEL-ARM; with
+# no -, which would let LABEL-ARM be another label's folder.
+LABEL = re.compile(r"[a-z0-9][a-z0-9.+_]{0,31}")
 
 
 @dataclass(frozen=True)
@@ -65,8 +66,8 @@ class Pass:
         if not label:
             return self
         if not LABEL.fullmatch(label):
-            raise LabError(f"hw: --label {label!r}: lower-case letters, digits and . + _ -, "
-                           "at most 32, starting with a letter or digit")
+            raise LabError(f"hw: --label {label!r}: lower-case letters, digits and . + _, "
+                           "at most 32, starting with a letter or digit (smt4, llc_off)")
         return replace(self, prefix=f"{self.prefix}@{label}", label=label)
 
     @property
@@ -257,8 +258,8 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
     """The kit's runs as an 'ab' request on this machine: every arm once a
     round, in an order shuffled with ORDER_SEED (None: as given), rounds for
     boots, the arms' debugfs writes as knobs: every switch of PRESENT (the
-    KernelNeeds this kernel has, arm_knobs()); each benchmark warmed up once
-    an arm and round, not recorded.  HERE: the arms the running kernel runs
+    KernelNeeds this kernel has, arm_knobs()); each sweep's first point
+    warmed up once an arm and round, not recorded.  HERE: the arms the running kernel runs
     (each arm's variant is its kernel's name), maybe none; None: all.
     BENCH: workloads by name, sweep points picked (points()); SCHBENCH: the
     binary its points run."""

@@ -289,7 +289,7 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
     if req.bench_dir is not None:
         made = benchmod.from_dir(benchmod.SCHBENCH, req.bench_dir, out / "bench")
         say(f"  rehearsal: schbench {made.line()}")
-        bench = made.binary.parent
+        bench = made.binary
     guest_work = out / "guest"
     marks: Dict[str, Dict[str, str]] = {}
     seconds = 0.0

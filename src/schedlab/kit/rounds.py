@@ -160,11 +160,13 @@ def run(check_only: bool, kit: KitRun = KitRun()) -> int:
         return _run(pf, pinning, check_only, kit)
 
 
-def kit_switches(kinds: Sequence[Pass], present: Sequence[str]) -> List[str]:
+def kit_switches(kinds: Sequence[Pass], present: Sequence[str],
+                 fresh: bool = False) -> List[str]:
     """On the stock kernel: the switches the kit kernel's boot had, from
-    the record of the first of KINDS it ran; where none, every switch the
-    lab builds, and LLC_ACTIVE where PRESENT (this boot) has it."""
-    for kind in kinds:
+    the record of the first of KINDS it ran (not with FRESH: a new run);
+    where none, every switch the lab builds, and LLC_ACTIVE where PRESENT
+    (this boot) has it."""
+    for kind in () if fresh else kinds:
         old = hwreport.load_json(work_dir() / kind.prefix / RUN_RECORD)
         if KIT in (old.get("kernels") or {}) and isinstance(old.get("switches"), list):
             return list(old["switches"])
@@ -212,7 +214,7 @@ def _run(pf: machine.Preflight, pinning: str, check_only: bool, kit: KitRun) -> 
         # The kit kernel's switches as its boot recorded them (else as the
         # lab builds it, and cache aware scheduling as this boot finds it):
         # the same request on both kernels.
-        switches = kit_switches(kit.kinds, present)
+        switches = kit_switches(kit.kinds, present, kit.fresh)
         here, cannot = arms_here(switches)[0], []    # type: List[KitArm], List[KitArm]
     else:
         here, cannot = arms_here(present)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from schedlab.core.util import LabError
+from schedlab.core.util import LabError, package_file
 from schedlab.measuring.plan import Plan
 
 RECORD = "request.json"
@@ -18,11 +18,18 @@ RECORD = "request.json"
 
 def plan_fields(plan: Plan) -> Dict[str, Any]:
     """What of a plan a record holds (the latency tool as asked for: 'auto'
-    stays 'auto' even where ab pins it to base's)."""
+    stays 'auto' even where ab pins it to base's).  A plan that names its
+    warm-ups (the hardware kit's, resumed across reboots and days) holds
+    them and its workloads' commands too, the lab's folder left out: a
+    benchmark changed between two boots is refused, not mixed."""
+    lab = str(package_file("guest"))
     return {"plan": plan.names(), "probes": list(plan.probes), "runs": plan.runs,
             "seconds": plan.seconds, "attach": plan.attach, "latency_tool": plan.latency_tool,
             "accel": plan.accel, "knobs": dict(plan.knobs),
-            **({"warmup": True} if plan.warmup else {})}
+            **({"warmup": True} if plan.warmup else {}),
+            **({"warm": list(plan.warm),
+                "commands": {w.name: w.command.replace(lab, "GUEST") for w in plan.workloads}}
+               if plan.warm else {})}
 
 
 def _plain(value: Any) -> Any:
