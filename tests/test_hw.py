@@ -258,6 +258,9 @@ def test_the_plan_names_every_arm_and_benchmark_and_a_duration():
                        ((None, ["hackbench-process-socket-g0"]), "counts start at 1")):
         with pytest.raises(LabError, match=what):
             hw.plan_text([], 5, 1, 30, *args)
+    # The probe pass runs the kit kernel's arms: with one of them, none.
+    one = hw.plan_text([], 5, 1, 30, ["series", "stock"], ["stress-100"])
+    assert "no probes pass" in one and "1 pass(es) x" in one
     # A label has folders of its own, which no arm's or pass's can be.
     assert hw.THROUGHPUT.labelled("series").prefix == "hw-tp@series"
     for bad in ("SMT 4", "smt8-llc-off"):     # a -: LABEL-ARM could be a label's folder

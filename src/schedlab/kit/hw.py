@@ -184,10 +184,17 @@ def plan_text(present: Sequence[str], rounds: int, runs: int, seconds: int,
                      "builds it)")
     elif schbench is not None and any(benchmod.needs_schbench(each[k.name]) for k in kinds):
         lines.append(f"schbench: {schbench}")
+    # A pass with fewer than two of its kernels' arms asked for does not
+    # run (the probes run the kit kernel's arms only).
+    every = ok + missing
+    skipped = [k for k in kinds if len([a for a in every if k.runs(a)]) < 2]
+    lines += [f"no {k.name} pass: fewer than two of the arms run on "
+              f"{' or '.join(k.kernels)} kernels" for k in skipped]
+    kinds = [k for k in kinds if k not in skipped]
     lines.append("passes, one after the other: " + ", ".join(k.name for k in kinds)
                  + f"; each sweep's first point warmed up for "
                  f"{planmod.warmup_seconds(seconds)}s an arm and round")
-    for these, where in ((ok, "here"), (ok + missing, "booted into the series")):
+    for these, where in ((ok, "here"), (every, "booted into the series")):
         n = len(these)
         # Each pass runs the arms of its own kernels (the probes: the kit's).
         secs = sum(estimate(len([a for a in these if k.runs(a)]), rounds, runs, seconds,
