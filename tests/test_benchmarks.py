@@ -66,7 +66,7 @@ def test_each_point_is_a_record_run_for_its_seconds():
     w = workmod.workload("hackbench-thread-pipe-g4")
     assert w.timed and w.parser is parsers.timed and w.tools == ("hackbench",)
     assert "timed.sh hackbench messages 800000 hackbench -T -p -g 4 -l 500" in w.command
-    assert w.results == ("hackbench messages/s",)
+    assert w.results == ("hackbench messages/s", "hackbench messages/s, own time")
     w = workmod.workload("perf-messaging-g2")
     assert "perf-messaging messages 800000 perf bench sched messaging -g 2 -l 1000" \
         in w.command
@@ -108,9 +108,14 @@ def test_schbench_s_percentiles_from_its_own_output():
 def test_a_timed_run_is_a_rate(tmp_path):
     # Real output of guest/workloads/timed.sh around rt-tests hackbench.
     m = parsers.timed((DATA / "timed-hackbench.txt").read_text())
-    assert m["hackbench messages/s"].value == pytest.approx(2000000 / 2.168)
-    assert m["hackbench rounds"].value == 5
+    line = (DATA / "timed-hackbench.txt").read_text().split()
+    rounds, count, secs, own = int(line[3]), int(line[4]), float(line[5]), float(line[6])
+    assert m["hackbench messages/s"].value == pytest.approx(count / secs)
+    assert m["hackbench messages/s, own time"].value == pytest.approx(count / own)
+    assert m["hackbench rounds"].value == rounds and 0 < own < secs
     assert parsers.timed("timed: x y 0 0 1.0") == {} and parsers.timed("") == {}
+    # A benchmark that reports no time of its own: the wall clock's rate only.
+    assert set(parsers.timed("timed: x y 3 9 1.5 0.000")) == {"x y/s", "x rounds"}
     script = str(package_file("guest/workloads/timed.sh"))
     env = dict(os.environ, SECS="1")
     out = subprocess.run(["bash", script, "t", "ops", "3", "true"], env=env,
@@ -118,7 +123,13 @@ def test_a_timed_run_is_a_rate(tmp_path):
     m = parsers.timed(out)
     assert m["t rounds"].value >= 2 and m["t ops/s"].value > 0
     # It runs until its seconds have passed, not one round.
-    assert float(out.split()[-1]) >= 1.0
+    assert float(out.split()[-2]) >= 1.0
+    # It adds up the times the benchmark reports: hackbench's, perf bench's.
+    for said in ("Time: 0.250", "     Total time: 0.250 [sec]"):
+        out = subprocess.run(["bash", script, "t", "ops", "3", "echo", said], env=env,
+                             capture_output=True, text=True, check=True).stdout
+        rounds, own = int(out.split()[3]), float(out.split()[-1])
+        assert own == pytest.approx(0.25 * rounds, abs=1e-3)
     failed = subprocess.run(["bash", script, "t", "ops", "3", "false"], env=env,
                             capture_output=True, text=True)
     assert failed.returncode != 0 and parsers.timed(failed.stdout) == {}

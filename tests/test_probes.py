@@ -111,8 +111,8 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         r"tg (achieved/entitled|cpus carrying >=10% of its time|wakeups placed on a busy cpu)|"
         r"hackbench rounds per s|nested share error|leaf0 share|"
         r"(dbench|tbench) throughput|schbench rps|"
-        r"schbench (wakeup|request) p(50|99|99\.9)|(hackbench|perf-messaging) messages/s|"
-        r"perf-pipe round-trips/s|"
+        r"schbench (wakeup|request) p(50|99|99\.9)|"
+        r"((hackbench|perf-messaging) messages|perf-pipe round-trips)/s(, own time)?|"
         r"should_we_balance mean time \(funclatency\))$")
     names = [m.name for m in probemod.catalogue()] + [
         r for w in workmod.all_results() for r in w.results] + [

@@ -242,14 +242,14 @@ def point_workload(name: str, schbench: Optional[Path] = None) -> Optional[Workl
                                       str(groups * _GROUP_MESSAGES * loops), *cmd),
                         parsers.timed, (cmd[0],),
                         f"{what}, rounds of {loops} loops until --seconds have passed",
-                        results=(f"{label} messages/s",))
+                        results=(f"{label} messages/s", f"{label} messages/s, own time"))
     if pipe:
         cmd = ["perf", "bench", "sched", "pipe", "-l", str(PIPE_LOOPS)]
         return Workload(name, _script("timed.sh", "perf-pipe", "round-trips", str(PIPE_LOOPS),
                                               *cmd),
                         parsers.timed, ("perf",), f"perf bench sched pipe, rounds of "
                         f"{PIPE_LOOPS} round trips until --seconds have passed",
-                        results=("perf-pipe round-trips/s",))
+                        results=("perf-pipe round-trips/s", "perf-pipe round-trips/s, own time"))
     if clients:
         return Workload(name, _script("tbench.sh", clients), parsers.dbench,
                         ("tbench", "tbench_srv"), f"tbench over loopback, {clients} client(s)",
