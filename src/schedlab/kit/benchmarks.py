@@ -106,27 +106,28 @@ def first_points(points: Sequence[str]) -> List[str]:
     return list(seen.values())
 
 
-def known(name: str) -> bool:
-    """A family, or a workload the lab knows (a sweep point of any count)."""
-    if name in FAMILIES:
-        return True
-    try:
-        workmod.workload(name, Path(workmod.SCHBENCH))
-    except LabError:
-        return False
-    return True
-
-
-def refusal(name: str) -> str:
-    """Why the lab refuses NAME as a workload it otherwise knows the form of
-    (a count of 0), or "" (a family, a known workload, or not one at all)."""
+def _resolved(name: str) -> str:
+    """"" where NAME is a family or a workload the lab knows (a sweep point
+    of any count), else why not."""
     if name in FAMILIES:
         return ""
     try:
         workmod.workload(name, Path(workmod.SCHBENCH))
     except LabError as e:
-        return "" if "unknown workload" in str(e) else str(e)
+        return str(e) or "unknown"
     return ""
+
+
+def known(name: str) -> bool:
+    """A family, or a workload the lab knows (a sweep point of any count)."""
+    return not _resolved(name)
+
+
+def refusal(name: str) -> str:
+    """Why the lab refuses NAME as a workload it otherwise knows the form of
+    (a count of 0), or "" (a family, a known workload, or not one at all)."""
+    why = _resolved(name)
+    return "" if "unknown workload" in why else why
 
 
 def needs_schbench(names: Sequence[str]) -> bool:
