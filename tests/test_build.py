@@ -137,22 +137,23 @@ def test_config_fragments_ship_in_the_package():
 def test_running_config_prefers_proc_then_boot(monkeypatch, tmp_path):
     import gzip
     import os
+    from schedlab.core import hostbuild as hb
     proc = tmp_path / "config.gz"
-    monkeypatch.setattr(b, "PROC_CONFIG", proc)
-    monkeypatch.setattr(b, "BOOT_DIR", tmp_path)
-    assert b.running_config_text() == ""
+    monkeypatch.setattr(hb, "PROC_CONFIG", proc)
+    monkeypatch.setattr(hb, "BOOT_DIR", tmp_path)
+    assert hb.running_config_text() == ""
     with pytest.raises(LabError, match="--host-config FILE"):
-        b.host_config_source(None)
+        hb.host_config_source(None)
     (tmp_path / f"config-{os.uname().release}").write_text("CONFIG_BOOT=y\n")
-    assert b.running_config_text() == "CONFIG_BOOT=y\n"
+    assert hb.running_config_text() == "CONFIG_BOOT=y\n"
     proc.write_bytes(gzip.compress(b"CONFIG_PROC=y\n"))
-    assert b.running_config_text() == "CONFIG_PROC=y\n"
+    assert hb.running_config_text() == "CONFIG_PROC=y\n"
     monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
-    src = b.host_config_source("running")
+    src = hb.host_config_source("running")
     assert src.read_text() == "CONFIG_PROC=y\n" and src.is_relative_to(tmp_path / "work")
-    assert b.host_config_source(str(proc)) == proc
+    assert hb.host_config_source(str(proc)) == proc
     with pytest.raises(LabError, match="no config file"):
-        b.host_config_source(str(tmp_path / "none"))
+        hb.host_config_source(str(tmp_path / "none"))
 
 
 def test_run_make_logs_and_fails_with_the_errors(tmp_path, monkeypatch):
@@ -170,7 +171,8 @@ def test_run_make_logs_and_fails_with_the_errors(tmp_path, monkeypatch):
 
 
 def test_a_host_kernel_is_named_by_its_variant_and_sources():
-    edits = b.host_config_edits("patched", "0123456789abcdef")
+    from schedlab.core import hostbuild as hb
+    edits = hb.host_config_edits("patched", "0123456789abcdef")
     i = edits.index("LOCALVERSION")
     assert edits[i + 1] == "-schedlab-patched-01234567"
     assert edits[edits.index("--disable") + 1] == "LOCALVERSION_AUTO"

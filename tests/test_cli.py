@@ -195,7 +195,7 @@ def test_every_command_help_ends_with_examples(capsys):
 def test_a_host_kernel_carries_the_measurement_series_but_the_stock_one(tmp_path,
                                                                          monkeypatch):
     from schedlab import cli
-    from schedlab.core import build as buildmod
+    from schedlab.core import hostbuild
     from schedlab.core.spec import TreeSpec
     from schedlab.series import patchset
     applied = []
@@ -203,8 +203,8 @@ def test_a_host_kernel_carries_the_measurement_series_but_the_stock_one(tmp_path
     monkeypatch.setattr(patchset, "ensure_variant",
                         lambda tree, variant, measure, series, kit:
                         applied.append((variant, measure, kit)) or "c0ffee")
-    monkeypatch.setattr(buildmod, "host_config_source", lambda path: tmp_path / "config")
-    monkeypatch.setattr(buildmod, "build_host", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(hostbuild, "host_config_source", lambda path: tmp_path / "config")
+    monkeypatch.setattr(hostbuild, "build_host", lambda *a, **k: tmp_path)
     for variant in ("patched", "base"):
         assert cli.main(["build", "--host-config", "--variant", variant]) == 0
     assert applied[1] == ("base", False, False)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schedlab.core import build
+from schedlab.core import hostbuild
 from schedlab.core.util import LabError
 from schedlab.kit import distro, machine
 
@@ -131,12 +131,12 @@ def test_a_perf_that_fails_on_this_kernel_is_found_at_the_check():
 def test_host_config_options_dropped_by_olddefconfig_are_named(monkeypatch):
     asked = "CONFIG_DEBUG_INFO_BTF=y\nCONFIG_SCHEDSTATS=y\n"
     final = "CONFIG_SCHEDSTATS=y\n# CONFIG_DEBUG_INFO_BTF is not set\n"
-    assert build.host_config_lost(asked, final) == {"CONFIG_DEBUG_INFO_BTF": ("y", "n")}
-    assert build.host_config_lost(asked, asked) == {}
-    monkeypatch.setattr(build.shutil, "which", lambda n: n if n == "rpmbuild" else None)
-    assert build.package_target() == "binrpm-pkg"
-    monkeypatch.setattr(build.shutil, "which", lambda n: n if n == "dpkg-deb" else None)
-    assert build.package_target() == "bindeb-pkg"
+    assert hostbuild.host_config_lost(asked, final) == {"CONFIG_DEBUG_INFO_BTF": ("y", "n")}
+    assert hostbuild.host_config_lost(asked, asked) == {}
+    monkeypatch.setattr(hostbuild.shutil, "which", lambda n: n if n == "rpmbuild" else None)
+    assert hostbuild.package_target() == "binrpm-pkg"
+    monkeypatch.setattr(hostbuild.shutil, "which", lambda n: n if n == "dpkg-deb" else None)
+    assert hostbuild.package_target() == "bindeb-pkg"
 
 
 def test_hw_setup_prints_the_plan_of_the_distribution_here(tmp_path, monkeypatch, capsys):

@@ -26,8 +26,7 @@ from schedlab.cli_measuring import add_ab, add_compare, add_measure, add_reparse
 from schedlab.cli_series import add_kunit, add_peer_tests, add_selftest, add_series, add_soak
 from schedlab.cliargs import (Sub, add_arch, add_build_opts, add_topology, add_tree_opts,
                               add_vm_opts, build_spec, command, tree_spec, vm_options)
-from schedlab.core import build as buildmod
-from schedlab.core import deps, guests, targets
+from schedlab.core import deps, guests, hostbuild, targets
 from schedlab.core import topology as topomod
 from schedlab.core.util import LabError, eprint, say, set_repo
 from schedlab.series import patchset, topics
@@ -62,11 +61,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         kit = variant == "patched" and bool(patchset.read_series(patchset.kit_dir()))
         commit = patchset.ensure_variant(tree, variant, variant != "base",
                                          topics.variant_series(variant), kit)
-        buildmod.build_host(tree, variant, commit,
-                            buildmod.host_config_source(args.host_config),
-                            localmodconfig=args.localmodconfig,
-                            package=False if args.no_deb else None,
-                            configure_only=args.configure_only)
+        hostbuild.build_host(tree, variant, commit,
+                             hostbuild.host_config_source(args.host_config),
+                             localmodconfig=args.localmodconfig,
+                             package=False if args.no_deb else None,
+                             configure_only=args.configure_only)
         return 0
     built(tree, spec)
     return 0

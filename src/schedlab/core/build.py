@@ -10,15 +10,13 @@ of the lab in another folder hits the same cache.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -61,9 +59,13 @@ ARCHES: Dict[str, Arch] = {
     # A pseries guest (configs/ppc64le.config) on the kernel's defaults.
     # Its lab kernel boots a busybox initramfs (pseries.py), not virtme-ng,
     # and runs no BPF tools: without the vng and trace fragments (debug info
-    # and BTF above all) a cold build takes about half the time.
+    # and BTF above all) a cold build takes about half the time. Its probe
+    # kernel is the hardware kit's in the pseries rehearsal (a Debian
+    # ppc64el userspace in the initramfs, BPF tools included).
     "ppc64le": Arch("ppc64le", "powerpc", "powerpc64le-linux-gnu-", "alldefconfig",
-                    "vmlinux", "vmlinux", configs={"lab": ["lab"]},
+                    "vmlinux", "vmlinux",
+                    configs={"lab": ["lab"],
+                             "probe": ["lab", "trace", "probe", "pseries-kit"]},
                     check_start="ppc64le_defconfig", suffix="-ppc64le"),
 }
 
@@ -352,147 +354,3 @@ def prepare(tree: Tree, build_dir: Path, config: str, arch: Arch, log: Path,
     configure(tree, build_dir, config, arch, log, cross)
     run_make(make_args(arch, build_dir, cross) + ["prepare"], tree.path, log,
              f"prepare {arch.name}")
-
-
-# ------------------------------------------------------------------ host kernels
-
-def native_arch() -> Arch:
-    """The Arch of this machine, compiled natively (no CROSS_COMPILE)."""
-    machine = platform.machine()
-    if machine not in ARCHES:
-        raise LabError(f"host kernels are built for {' and '.join(ARCHES)}; this is {machine}")
-    return replace(ARCHES[machine], cross_compile="", configs={})
-
-
-PROC_CONFIG = Path("/proc/config.gz")
-BOOT_DIR = Path("/boot")
-
-
-def running_config_text() -> str:
-    """The running kernel's config: /proc/config.gz, else /boot/config-$(uname -r);
-    empty when there is neither."""
-    try:
-        if PROC_CONFIG.is_file():
-            return gzip.decompress(PROC_CONFIG.read_bytes()).decode(errors="replace")
-        boot = BOOT_DIR / f"config-{os.uname().release}"
-        if boot.is_file():
-            return boot.read_text(errors="replace")
-    except (OSError, EOFError, gzip.BadGzipFile):
-        pass
-    return ""
-
-
-def host_config_source(path: Optional[str]) -> Path:
-    """The config to start from: the given file, else the running kernel's
-    (written under work/host-config/)."""
-    if path and path != "running":
-        p = Path(path)
-        if not p.is_file():
-            raise LabError(f"no config file at {p}")
-        return p
-    release = os.uname().release
-    text = running_config_text()
-    if not text:
-        raise LabError(f"the running kernel's config is in neither {PROC_CONFIG} nor "
-                       f"{BOOT_DIR}/config-{release}: pass --host-config FILE")
-    out = work_dir() / "host-config" / f"config-{release}"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text)
-    return out
-
-
-# The length of the sources' hash in a host kernel's release.
-SOURCES_ID = 8
-
-
-def host_config_edits(variant: str, sources: str) -> List[str]:
-    """scripts/config arguments applied to the host config (pure): the
-    release names the variant and the hash of the sources it was built from
-    (Tree.content_id()), so that a kernel rebuilt from a changed series has
-    another release."""
-    return ["--set-str", "LOCALVERSION", f"-schedlab-{variant}-{sources[:SOURCES_ID]}",
-            "--disable", "LOCALVERSION_AUTO",
-            # Distribution configs point at key files that are not in a plain tree.
-            "--set-str", "SYSTEM_TRUSTED_KEYS", "",
-            "--set-str", "SYSTEM_REVOCATION_KEYS", "",
-            "--set-str", "BUILD_SALT", ""]
-
-
-def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
-               localmodconfig: bool = False, package: Optional[bool] = None,
-               configure_only: bool = False) -> Path:
-    """An installable kernel for this machine: the host's config, LOCALVERSION
-    -schedlab-VARIANT-SOURCES, the measurement series applied by the caller's commit;
-    Debian packages (bindeb-pkg) where dpkg exists, RPMs (binrpm-pkg) where
-    rpmbuild does, else a plain build; refused when olddefconfig dropped an
-    option the kit needs."""
-    arch = native_arch()
-    bdir = build_dir_for(tree, variant, "host", arch)
-    log = log_dir() / f"build-{tree.key}-{variant}-host-{arch.name}.log"
-    log.write_text("")
-    if package is None:
-        package = bool(shutil.which("dpkg-deb") or shutil.which("rpmbuild"))
-    with tree.locked(f"build {variant}/host"):
-        tree.checkout(commit)
-        bdir.mkdir(parents=True, exist_ok=True)
-        say(f"  tree {tree.path} at {commit[:12]} ({variant}), host config {config_src}, "
-            f"build folder {bdir}\n  full log: {log}")
-        merge_dir = bdir / ".schedlab"
-        merge_dir.mkdir(exist_ok=True)
-        merge_config(tree, merge_dir, [str(config_src), str(CONFIG_DIR / "host.config")],
-                     arch, log)
-        shutil.copy(merge_dir / ".config", bdir / ".config")
-        run([str(tree.path / "scripts/config"), "--file", str(bdir / ".config"),
-             *host_config_edits(variant, tree.content_id(commit))], log=log)
-        base = make_args(arch, bdir)
-        if localmodconfig:
-            lsmod = merge_dir / "lsmod.txt"
-            lsmod.write_text(run(["lsmod"], capture=True, check=False).stdout)
-            run_make(base + [f"LSMOD={lsmod}", "localmodconfig"], tree.path, log,
-                     "localmodconfig", quiet=True)
-        run_make(base + ["olddefconfig"], tree.path, log, "configure", quiet=True)
-        lost = host_config_lost((CONFIG_DIR / "host.config").read_text(),
-                                (bdir / ".config").read_text())
-        if lost:
-            raise LabError("build --host-config: olddefconfig dropped what the kit needs: "
-                           + ", ".join(f"{k} ({v[0]} asked, {v[1]} now)"
-                                       for k, v in lost.items())
-                           + "; CONFIG_DEBUG_INFO_BTF needs pahole (Debian and Fedora: the "
-                           f"package dwarves), the others their dependencies (log: {log})")
-        release = run_make_output(base + ["-s", "kernelrelease"], tree.path)
-        say(f"  configured {release}")
-        if configure_only:
-            return bdir
-        target = [package_target()] if package else []
-        took = run_make(base + target, tree.path, log, f"build {variant}/host")
-    if package and target == ["bindeb-pkg"]:
-        debs = sorted(bdir.parent.glob(f"linux-*-{release}_*.deb"))
-        say(f"  built {release} in {fmt_secs(took)}; install the image and headers with: "
-            "sudo dpkg -i " + " ".join(str(d) for d in debs or
-                                       [bdir.parent / f"linux-*-{release}_*.deb"]))
-    elif package:
-        rpms = sorted(bdir.glob("rpmbuild/RPMS/*/kernel-*.rpm"))
-        say(f"  built {release} in {fmt_secs(took)}; install the kernel and headers with: "
-            "sudo rpm -ivh " + " ".join(str(r) for r in rpms or
-                                        [bdir / "rpmbuild/RPMS/*/kernel-*.rpm"]))
-    else:
-        say(f"  built {release} in {fmt_secs(took)}; install with: sudo make O={bdir} "
-            "modules_install install (from the tree)")
-    return bdir
-
-
-def package_target() -> str:
-    """The make target that packages a kernel the distribution's way: Debian
-    packages where dpkg is, RPMs where rpmbuild is."""
-    return "bindeb-pkg" if shutil.which("dpkg-deb") else "binrpm-pkg"
-
-
-def host_config_lost(requested: str, final: str) -> Dict[str, tuple]:
-    """The options of host.config (REQUESTED) that the final config does not
-    have as asked: olddefconfig drops an option whose dependencies are not
-    met (BTF without pahole, say), and the kit's probes need each."""
-    return config_mismatches(parse_config(requested), parse_config(final))
-
-
-def run_make_output(cmd: List[str], tree: Path) -> str:
-    return run(cmd, cwd=tree, capture=True, check=False).stdout.strip()

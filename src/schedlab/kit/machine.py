@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from schedlab.core import build as buildmod
+from schedlab.core import hostbuild
 from schedlab.kit import benchmarks as benchmod
 from schedlab.kit import distro
 from schedlab.kit.arms import LLC_ACTIVE, REHEARSAL_ENV
@@ -395,7 +396,7 @@ def config_text() -> str:
             return Path(given).read_text(errors="replace")
         except OSError:
             return ""
-    return buildmod.running_config_text()
+    return hostbuild.running_config_text()
 
 
 def preflight() -> Preflight:
@@ -440,7 +441,7 @@ def _llc_record(debug_sched: Path, cpu_dir: Path = CPU_DIR) -> str:
 
 
 # A kernel the lab built for a machine: its release ends in the variant and
-# the hash of its sources (build.host_config_edits()), and a '+' that
+# the hash of its sources (hostbuild.host_config_edits()), and a '+' that
 # scripts/setlocalversion adds for a tree not at a release tag.
 _LAB_RELEASE = re.compile(r"-schedlab-(?P<variant>[a-z0-9+_.-]+?)-(?P<sources>[0-9a-f]{8})\+?$")
 

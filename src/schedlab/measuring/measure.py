@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from schedlab.core import build as buildmod
+from schedlab.core import hostbuild
 from schedlab.core import deps
 from schedlab.core import topology as topomod
 from schedlab.core import vm
@@ -258,7 +258,7 @@ def _measured(label: str, record: resume.Record, runs: List[resmod.Run]) -> List
 def host_setting(plan: Plan, variant: Optional[str]) -> resmod.Setting:
     """The setting of runs on this machine, in the kernel it runs."""
 
-    conf = buildmod.running_config_text()
+    conf = hostbuild.running_config_text()
     return resmod.Setting(topology=host_topology(),
                           config=host_config_key(conf) if conf else "host-config:?",
                           arch=platform.machine(), variant=variant or "host",
