@@ -16,6 +16,7 @@ Every command's --help ends with examples.
 from __future__ import annotations
 
 import argparse
+import platform
 import signal
 from pathlib import Path
 from typing import List, Optional
@@ -29,6 +30,7 @@ from schedlab.cliargs import (Sub, add_arch, add_build_opts, add_topology, add_t
 from schedlab.core import deps, guests, hostbuild, targets
 from schedlab.core import topology as topomod
 from schedlab.core.util import LabError, eprint, say, set_repo
+from schedlab.kit import distro, install
 from schedlab.series import patchset, topics
 from schedlab.series.topics import built
 
@@ -52,6 +54,16 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     spec = build_spec(args)
+    installer = None
+    if args.install or args.make_default:
+        if not args.host_config or not args.install or args.configure_only or args.no_deb:
+            raise LabError("build --install goes with --host-config (not --configure-only or "
+                           "--no-deb: it installs the distribution's packages); "
+                           "--make-default with --install")
+        installer = install.Installer(distro.here())
+        why = installer.refusal()
+        if why:
+            raise LabError(f"build --install: {why}")
     tree = tree_spec(args).resolve()
     if args.host_config:
         # An installable kernel for this machine: with the measurement series
@@ -61,11 +73,16 @@ def cmd_build(args: argparse.Namespace) -> int:
         kit = variant == "patched" and bool(patchset.read_series(patchset.kit_dir()))
         commit = patchset.ensure_variant(tree, variant, variant != "base",
                                          topics.variant_series(variant), kit)
-        hostbuild.build_host(tree, variant, commit,
-                             hostbuild.host_config_source(args.host_config),
-                             localmodconfig=args.localmodconfig,
-                             package=False if args.no_deb else None,
-                             configure_only=args.configure_only)
+        made = hostbuild.build_host(tree, variant, commit,
+                                    hostbuild.host_config_source(args.host_config),
+                                    localmodconfig=args.localmodconfig,
+                                    package=False if args.no_deb else None,
+                                    configure_only=args.configure_only,
+                                    pkg_target=installer.d.kernel_target if installer else None)
+        if installer is not None:
+            once = installer.install(made.files, made.release, args.make_default)
+            say(f"  boot it once: {once}"
+                + (f"\n  {distro.POWER_BOOT}" if platform.machine() == "ppc64le" else ""))
         return 0
     built(tree, spec)
     return 0
@@ -81,15 +98,25 @@ def add_build(sub: Sub) -> None:
     g = s.add_argument_group("a kernel for this machine")
     g.add_argument("--host-config", nargs="?", const="running", metavar="FILE",
                    help="an installable kernel for this machine from its own config "
-                        "(default /boot/config-$(uname -r) or /proc/config.gz), "
-                        "LOCALVERSION -schedlab-VARIANT, measurement series applied (and, "
+                        "(default /proc/config.gz, else /boot/config-$(uname -r)), "
+                        "LOCALVERSION -schedlab-VARIANT-SOURCES, measurement series applied "
+                        "(and, "
                         "for the whole series, the hardware kit's switches)")
     g.add_argument("--localmodconfig", action="store_true",
                    help="with --host-config: only the modules loaded now (faster)")
     g.add_argument("--no-deb", action="store_true",
-                   help="with --host-config: plain build instead of bindeb-pkg")
+                   help="with --host-config: plain build instead of bindeb-pkg or "
+                        "binrpm-pkg")
     g.add_argument("--configure-only", action="store_true",
                    help="with --host-config: write the .config and stop")
+    g.add_argument("--install", action="store_true",
+                   help="with --host-config, as root: install the kernel and its headers "
+                        "(dpkg -i, rpm -ivh), keep the default boot entry as it was, and "
+                        "print the command that boots the new kernel once. Checked before "
+                        "the build: root, the packaging and boot tools, GRUB_DEFAULT=saved, "
+                        "a default entry that names its kernel")
+    g.add_argument("--make-default", action="store_true",
+                   help="with --install: make the new kernel the default boot entry")
 
 
 def cmd_vm(args: argparse.Namespace) -> int:

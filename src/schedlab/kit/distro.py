@@ -42,6 +42,9 @@ class Distro:
     install_kernel: str         # {packages}: the files the build made
     boot_once: str              # {entry}: the boot entry's title or id
     note: str = ""
+    # What names and sets the default boot entry: "grub" (grub.cfg, grubenv,
+    # grub-set-default) or "grubby" (its --default-kernel, --set-default).
+    boot_tool: str = "grub"
 
     def install_command(self) -> List[str]:
         return [*self.install, *[p for role in ROLES for p in self.packages.get(role, ())]]
@@ -76,14 +79,15 @@ DISTROS = (
            {"bpftrace": ("bpftrace",), "bcc": ("bcc-tools",), "libbpf-tools": ("libbpf-tools",),
             "perf": ("perf",), "bpftool": ("bpftool",), "stress-ng": ("stress-ng",),
             "hackbench": ("rt-tests",), "tbench": ("dbench",), "kernel build": _RPM_BUILD},
-           BCC_DIR, "binrpm-pkg", "rpm -ivh {packages}", "grub2-reboot '{entry}' && reboot"),
+           BCC_DIR, "binrpm-pkg", "rpm -ivh {packages}", "grub2-reboot '{entry}' && reboot",
+           boot_tool="grubby"),
     Distro("RHEL", ("rhel", "centos", "rocky", "almalinux"), _DNF,
            {"bpftrace": ("bpftrace",), "bcc": ("bcc-tools",), "perf": ("perf",),
             "bpftool": ("bpftool",), "stress-ng": ("stress-ng",), "hackbench": ("rt-tests",),
             "tbench": ("dbench",), "kernel build": _RPM_BUILD},
            BCC_DIR, "binrpm-pkg", "rpm -ivh {packages}", "grub2-reboot '{entry}' && reboot",
            "dbench comes from EPEL (dnf install epel-release first); rt-tests from the "
-           "RT or AppStream repository"),
+           "RT or AppStream repository", boot_tool="grubby"),
 )
 LATER = {"sles": "SLES", "opensuse-leap": "openSUSE", "opensuse-tumbleweed": "openSUSE",
          "suse": "SLES"}
@@ -152,6 +156,8 @@ def setup_text(d: Distro, arch: str) -> str:
               f"# make {d.kernel_target}",
               "  ./schedlab build --host-config --kernel TREE --variant base  # the stock kernel",
               f"  {d.install_kernel.format(packages='FILES')}   # each, as root",
+              "  (or add --install to each build command: installed, the default entry "
+              "kept unless --make-default)",
               "the default boot entry stays as it is: boot a kernel once with",
               f"  {d.boot_once.format(entry='ENTRY')}"]
     if arch == "ppc64le":
