@@ -330,10 +330,12 @@ wait_for() {
 }
 LATWAIT=$(( 4 * LATSTART + 240 ))
 
-# Open or close the counting window (bt/gate.bt) and wait until bpftrace says so.
+# Open or close the counting window (bt/gate.bt) and wait until bpftrace says
+# so: up to a minute, as bpftrace's reader may wait that long for a CPU in a
+# TCG guest whose every CPU is busy.
 gate() {
 	local t
-	for t in $(seq 60); do
+	for t in $(seq 120); do
 		"$PD/schedlab-$1"
 		grep -q "schedlab: $2" "$3" && return 0
 		kill -0 "$4" 2>/dev/null || return 1
@@ -346,8 +348,10 @@ gate() {
 # a profiler's process (perf bench is a workload, not a probe), a BPF
 # program of a tracing type (bpftool's list, but the kernel's own
 # iterators of CONFIG_BPF_PRELOAD; else the fdinfo of the processes that
-# hold one), a kprobe, a function ftrace or a trampoline patches, an ftrace
-# tracer or event, and schedstats switched since the plan started.
+# hold one), a kprobe (but the one powerpc's kernel puts on its return-probe
+# trampoline at boot, arch_init_kprobes()), a function ftrace or a
+# trampoline patches, an ftrace tracer or event, and schedstats switched
+# since the plan started.
 # debugfs and tracefs files read as size 0: they are read, not tested.
 attached() {
 	local t=$TRACEFS v
@@ -365,7 +369,8 @@ attached() {
 			awk '$2 ~ /^(2|5|7|17|24|26)$/ { n[$2]++ }
 			END { for (k in n) print "bpf program of type " k " (" n[k] " fd)" }'
 	fi
-	head -5 "$KPROBES_LIST" 2> /dev/null | sed 's/^/kprobe /'
+	grep -Ev ' (arch_rethook|kretprobe)_trampoline\+0x0 ' "$KPROBES_LIST" 2> /dev/null |
+		head -5 | sed 's/^/kprobe /'
 	head -3 "$t/enabled_functions" 2> /dev/null | sed 's/^/ftrace on /'
 	v=$(cat "$t/current_tracer" 2> /dev/null)
 	[ -n "$v" ] && [ "$v" != nop ] && echo "ftrace tracer $v"
