@@ -92,7 +92,8 @@ def add_build(sub: Sub) -> None:
     s = command(sub, "build", cmd_build, "build a kernel", """
 ./schedlab build --variant base            # the lab config, without the series
 ./schedlab build --config probe --measure  # what measure boots
-./schedlab build --host-config --kernel ~/tip   # an installable kernel for this machine""")
+./schedlab build --host-config --kernel ~/tip   # an installable kernel for this machine
+./schedlab build --host-config --install --kernel ~/tip   # installed, the default entry kept""")
     add_tree_opts(s)
     add_build_opts(s)
     g = s.add_argument_group("a kernel for this machine")
