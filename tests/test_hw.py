@@ -387,8 +387,8 @@ def test_fewer_than_three_rounds_are_refused_but_in_the_rehearsal(monkeypatch, c
     armmod.check_rounds(3)
     monkeypatch.setenv(armmod.REHEARSAL_ENV, "1")
     armmod.check_rounds(1)
-    script = rehearsal.guest_script(rehearsal.RehearsalRequest(), Path("/b/.config"),
-                                    Path("/w/guest"))
+    script = rehearsal.guest_script(rehearsal.RehearsalRequest(), rehearsal.GuestPaths(
+        "/lab", "work/venv/bin/python", "/w/guest", "/b/.config"))
     assert f"{armmod.REHEARSAL_ENV}=1" in script and "--rounds 1" in script
 
 

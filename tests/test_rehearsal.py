@@ -7,10 +7,11 @@ from schedlab.kit import arms as armmod
 from schedlab.kit import rehearsal
 
 REQ = rehearsal.RehearsalRequest()
+X86 = rehearsal.GuestPaths("/lab", "work/venv/bin/python", "/w/guest", "/b/.config")
 
 
 def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
-    s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"))
+    s = rehearsal.guest_script(REQ, X86)
     assert "-m schedlab hw --rounds 1 --max-rounds 1 --runs 1 --seconds 3 --bench stress-100 " \
         "--no-plots --fresh" in s
     for a in REQ.arms:
@@ -19,11 +20,9 @@ def test_the_guest_runs_the_kit_as_a_user_and_says_what_is_left():
     # The marks come whatever the kit's status.
     assert "; echo @@rehearsal hw-rc=$?;" in s
     assert "pgrep -f -d, '[b]pftrace|[f]unclatency|" in s
-    s = rehearsal.guest_script(rehearsal.RehearsalRequest(rounds=2, runs=3), Path("/b/.config"),
-                               Path("/w/guest"))
+    s = rehearsal.guest_script(rehearsal.RehearsalRequest(rounds=2, runs=3), X86)
     assert "hw --rounds 2 --max-rounds 2 --runs 3 --seconds 3" in s and "--c2c" not in s
-    s = rehearsal.guest_script(rehearsal.RehearsalRequest(c2c=True), Path("/b/.config"),
-                               Path("/w/guest"))
+    s = rehearsal.guest_script(rehearsal.RehearsalRequest(c2c=True), X86)
     assert s.count("--c2c") == 1
 
 
@@ -41,7 +40,7 @@ def _report(done=("1 of 1", "1 of 1", "1 of 1", "1 of 1")):
 def _reports(report):
     """The two passes' reports: the probe pass has no stock kernel's arm."""
     probes = "\n".join(ln for ln in report.splitlines() if not ln.startswith("| stock |"))
-    return {"throughput": report, "probes": probes}
+    return {"hw-tp": report, "hw": probes}
 
 
 GOOD = {"kit": {"hw-rc": "75", "swb_state": "4", "left": ""},
@@ -65,22 +64,22 @@ def test_each_failure_is_named():
     marks = {"kit": {"hw-rc": "1", "swb_state": "0", "left": "123,456"},
              "stock": {"hw-rc": "75", "left": ""}}
     problems = " / ".join(rehearsal.check(marks, {
-        "throughput": _report(), "probes": _report(("1 of 1", "0 of 1", "1 of 1", "1 of 1"))},
+        "hw-tp": _report(), "hw": _report(("1 of 1", "0 of 1", "1 of 1", "1 of 1"))},
         REQ))
     for what in ("the kit exited on the kit kernel with status 1, not 75",
                  "the kit exited on the stock kernel with status 75, not 0",
-                 "swb_state after the kit: '0'",
+                 "swb_state after the kit on the kit kernel: '0'",
                  "left running in the guest on the kit kernel: 123,456",
                  "the probes pass: arm series-again: 0 of 1"):
         assert what in problems
     assert "the throughput pass: arm" not in problems
     assert "no mark" in " ".join(rehearsal.check({}, _reports(_report()), REQ))
-    assert "the throughput pass: no report" in rehearsal.check(GOOD, {"probes": _report()},
+    assert "the throughput pass: no report" in rehearsal.check(GOOD, {"hw": _report()},
                                                                REQ)
     bare = _report().replace("| stress-100 |", "| other |")
     assert any("benchmark stress-100" in p
                for p in rehearsal.check(GOOD, _reports(bare), REQ))
-    s = rehearsal.guest_script(REQ, Path("/b/.config"), Path("/w/guest"), fresh=False)
+    s = rehearsal.guest_script(REQ, X86, fresh=False)
     assert "--fresh" not in s       # the second boot goes on with the first one's runs
 
 
@@ -124,18 +123,18 @@ def test_the_full_tier_rehearses_the_stock_kernel_the_a_a_pair_and_the_switch(mo
 
 def test_the_lb_share_pass_is_rehearsed_with_its_row():
     req = rehearsal.RehearsalRequest(arms=rehearsal.SHARE_ARMS, share=True)
-    s = rehearsal.guest_script(req, Path("/b/.config"), Path("/w/guest"))
+    s = rehearsal.guest_script(req, X86)
     assert s.count("--lb-share") == 1 and "--arm lbstats" in s
     marks = {"kit": {"hw-rc": "0", "swb_state": "4", "left": ""}}
     rows = "\n".join(f"| {a} | x | none | 1 of 1 |" for a in req.arms)
     # The report's text names the metric; only a table row counts.
     report = (f"`{rehearsal.SHARE_METRIC} (LEVEL)` is the share\n{rows}\n"
               "| stress-100 | cpu busy (%) |")
-    assert rehearsal.check(marks, {"lb-share": report}, req) == [
+    assert rehearsal.check(marks, {"hw-share": report}, req) == [
         "the lb-share pass: the lb-share pass's report has no 'group reads sums could serve' "
         "row"]
     report += "\n| stress-100 | group reads sums could serve (MC) (%) |"
-    assert rehearsal.check(marks, {"lb-share": report}, req) == []
+    assert rehearsal.check(marks, {"hw-share": report}, req) == []
 
 
 def _clean_runs(folder: Path, arm: str, watches) -> None:
@@ -162,7 +161,7 @@ def test_the_throughput_pass_must_be_clean_with_checks_during_each_run(tmp_path)
     assert "no runs of lbstats" in rehearsal.check_clean(
         tmp_path, rehearsal.RehearsalRequest(arms=("series", "lbstats")))[0]
     s = rehearsal.guest_script(rehearsal.RehearsalRequest(pass_name="throughput"),
-                               Path("/b/.config"), Path("/w/guest"))
+                               X86)
     assert s.count("--pass throughput") == 1
 
 

@@ -8,7 +8,8 @@ import platform
 import sys
 from pathlib import Path
 
-from schedlab.cliargs import Sub, add_topology, add_tree_opts, command, positive_int, tree_spec
+from schedlab.cliargs import (Sub, add_arch, add_topology, add_tree_opts, command, positive_int,
+                              tree_spec)
 from schedlab.core.util import LabError, log_dir, run, say
 from schedlab.kit import arms as armmod
 from schedlab.kit import benchmarks as benchmod
@@ -55,19 +56,28 @@ def cmd_hw(args: argparse.Namespace) -> int:
     if args.lb_share and (args.c2c or args.switch_proof):
         raise LabError("hw --lb-share is a pass of its own: without "
                        + ("--c2c" if args.c2c else "--switch-proof"))
+    if (args.arch or args.smt_modes) and not args.rehearse:
+        raise LabError("hw --arch and --smt-modes go with --rehearse (the pseries guest); "
+                       "on a machine the kit measures the kernel it runs")
     if args.rehearse:
+        if args.label:
+            raise LabError("hw --rehearse keeps its runs apart in work/hw-rehearsal*/ and "
+                           "labels each SMT mode itself: drop --label")
         if args.fresh:
             raise LabError("hw --rehearse always measures afresh (a new boot each time); "
                            "drop --fresh")
         arms = args.arm or list(rehearsal.SHARE_ARMS if args.lb_share else rehearsal.REHEARSAL_ARMS)
         hw.pick(armmod.KIT_ARMS, arms, bench)   # refused before a build
+        modes = rehearsal.smt_modes(args.smt_modes, args.arch or "x86_64", args.topology)
         req = rehearsal.RehearsalRequest(
             args.topology, tuple(arms),
             tuple(bench or rehearsal.BENCH),
             args.seconds or (rehearsal.SHARE_SECONDS if args.lb_share else 3), tree_spec(args),
             rounds=args.rounds or 1, runs=args.runs, c2c=args.c2c, share=args.lb_share,
             seed=args.seed, pass_name=args.pass_name, bench_dir=args.bench_dir,
-            timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs)
+            arch=args.arch or "x86_64", smt_modes=modes,
+            timeout=rehearsal.RehearsalRequest.timeout * (args.rounds or 1) * args.runs
+            * max(1, len(modes)))
         return 0 if rehearsal.run(req).ok else 1
     if args.switch_proof:
         given = [o for o, v in (("--rounds", args.rounds), ("--seconds", args.seconds),
@@ -119,6 +129,8 @@ def add_hw(sub: Sub) -> None:
 ./schedlab hw --lb-share                   # a pass of its own: how much SG_STATS_REUSE's sums
                                            # could serve here (work/results/hw-share/report.md)
 ./schedlab hw --rehearse -t smt8           # on the lab host: the kit in an SMT8 guest, checked
+./schedlab hw --rehearse --arch ppc64le    # the same in the pseries SMT8 guest, SMT modes 8,
+                                           # 4 and 2 swept in each boot (--label smtM each)
 ./schedlab hw --switch-proof               # on the lab host: each swb_state under icount against
                                            # the kernel built at its patch""")
     what = p.add_mutually_exclusive_group()
@@ -137,8 +149,10 @@ def add_hw(sub: Sub) -> None:
                            "(work/results/hw/report.md); runs nothing")
     what.add_argument("--rehearse", action="store_true",
                       help="on the lab's host, not the SMT machine: the kit inside a guest "
-                           "booted with the kit's kernel (icount build, single-thread TCG), "
-                           "3 s runs; checks the report (work/hw-rehearsal/)")
+                           "booted with the kit's kernel (icount build, single-thread TCG; "
+                           "with --arch ppc64le the pseries guest, its probe build, the SMT "
+                           "modes swept), 3 s runs; checks the reports "
+                           "(work/hw-rehearsal[-ppc64le]/)")
     what.add_argument("--switch-proof", action="store_true",
                       help="on the lab's host: should_we_balance()'s instructions per call "
                            "in each swb_state of the kit's kernel against the kernel built "
@@ -147,6 +161,12 @@ def add_hw(sub: Sub) -> None:
                            "(work/results/kit-icount-smt8/switch-proof.md)")
     add_topology(p, "smt8")
     add_tree_opts(p)
+    add_arch(p, help="with --rehearse: x86_64 (the default) or ppc64le, the pseries guest "
+                     "with a Debian ppc64el userspace (docs/power.md)")
+    p.add_argument("--smt-modes", metavar="LIST",
+                   help="with --rehearse --arch ppc64le: the SMT modes each boot sweeps "
+                        "(ppc64_cpu --smt=M, labelled smtM; default the topology's threads "
+                        "a core, halved down to 2: 8,4,2 on smt8)")
     p.add_argument("--rounds", type=positive_int, default=None,
                    help=f"rounds of all arms, each arm once a round (default 5, at least "
                         f"{armmod.MIN_ROUNDS}; 1 with --rehearse)")

@@ -5,6 +5,7 @@ Detail: docs/modules.md, section core/pseries.py.
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import stat
@@ -12,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import BinaryIO, Iterable, List, Optional, Sequence, Tuple, Union
 
 from schedlab.core import aptmirror, targets
 from schedlab.core import topology as topomod
@@ -108,33 +109,48 @@ def qemu_wrapper() -> str:
 
 # ------------------------------------------------------------------ initramfs
 
-def cpio_newc(entries: Sequence[Tuple[str, int, bytes, int]]) -> bytes:
-    """A cpio archive in the kernel's initramfs format ("newc", 070701).
+# An entry's data: bytes, or a file read when it is written.
+Data = Union[bytes, Path]
+Entry = Tuple[str, int, Data, int]
+
+
+def write_cpio(out: BinaryIO, entries: Iterable[Entry]) -> None:
+    """A cpio archive in the kernel's initramfs format ("newc", 070701) on OUT.
 
     entries: (path, mode, data, rdev) with mode including the file type
-    (stat.S_IFDIR, S_IFREG, S_IFCHR) and rdev the (major << 8 | minor) of a
-    device node.  Owned by root, mtime 0, one link each.
+    (stat.S_IFDIR, S_IFREG, S_IFCHR, S_IFLNK) and rdev the (major << 8 |
+    minor) of a device node; a symlink's data is its target.  Owned by
+    root, mtime 0, one link each.
     """
-    out = bytearray()
+    at = 0
 
-    def pad4() -> None:
-        out.extend(b"\0" * (-len(out) % 4))
+    def put(chunk: bytes) -> None:
+        nonlocal at
+        out.write(chunk)
+        at += len(chunk)
+        if at % 4:
+            out.write(b"\0" * (-at % 4))
+            at += -at % 4
 
-    for ino, (path, mode, data, rdev) in enumerate(
-            list(entries) + [("TRAILER!!!", 0, b"", 0)], start=1):
+    ino = 0
+    for path, mode, data, rdev in list(entries) + [("TRAILER!!!", 0, b"", 0)]:
+        ino += 1
+        body = data.read_bytes() if isinstance(data, Path) else data
         name = path.lstrip("/").encode() + b"\0"
-        fields = [ino if path != "TRAILER!!!" else 0, mode, 0, 0, 1, 0, len(data), 0, 0,
+        fields = [ino if path != "TRAILER!!!" else 0, mode, 0, 0, 1, 0, len(body), 0, 0,
                   rdev >> 8, rdev & 0xff, len(name), 0]
-        out.extend(b"070701" + b"".join(b"%08X" % f for f in fields))
-        out.extend(name)
-        pad4()
-        out.extend(data)
-        pad4()
-    return bytes(out)
+        put(b"070701" + b"".join(b"%08X" % f for f in fields) + name)
+        put(body)
 
 
-def initramfs_entries(busybox: bytes, init: bytes, probe: bytes) -> List[Tuple[str, int, bytes,
-                                                                             int]]:
+def cpio_newc(entries: Sequence[Entry]) -> bytes:
+    """write_cpio()'s archive as bytes."""
+    buf = io.BytesIO()
+    write_cpio(buf, entries)
+    return buf.getvalue()
+
+
+def initramfs_entries(busybox: bytes, init: bytes, probe: bytes) -> List[Entry]:
     """The topology boot's files: busybox, /init, the probe and /dev/console
     (the kernel opens it for init before anything mounts devtmpfs), and
     /bin/sh for /init's interpreter (a symlink's data is its target)."""

@@ -64,12 +64,14 @@ class BootTarget:
 
     def qemu_command(self, image: Path, topo: topomod.Topology, append: Sequence[str], *,
                      kvm: bool = False, memory_mib: int = 2048, initrd: Optional[Path] = None,
-                     qemu: Optional[str] = None) -> List[str]:
+                     qemu: Optional[str] = None, single_thread: bool = False) -> List[str]:
         """A direct qemu boot of IMAGE on TOPO (pure: tested without booting).
 
         The console (the target's) is on stdio, the kernel arguments after
         console=; -no-reboot turns a panic's reboot into an exit.  kvm: KVM
         and its CPU model, else TCG.  qemu: the binary (guests.qemu_binary()).
+        single_thread: TCG in one thread for every vCPU, where the guest
+        patches its own text (BPF probes, static keys).
         """
         accel = "kvm" if kvm else "tcg"
         if accel not in self.accels:
@@ -78,7 +80,8 @@ class BootTarget:
         args = [qemu or self.qemu]
         if self.machine:
             args += ["-M", self.machine]
-        args += ["-accel", accel, "-cpu", self.cpu_kvm if kvm else self.cpu,
+        args += ["-accel", accel + (",thread=single" if single_thread and not kvm else ""),
+                 "-cpu", self.cpu_kvm if kvm else self.cpu,
                  "-m", f"{memory_mib}M", "-smp", topomod.smp_arg(topo)]
         args += topomod.qemu_numa_args(topo, memory_mib)
         args += ["-kernel", str(image)]

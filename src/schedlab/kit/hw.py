@@ -15,8 +15,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from schedlab.core import build as buildmod
 from schedlab.core.util import LabError
 from schedlab.kit import benchmarks as benchmod
+from schedlab.kit import machine
 from schedlab.kit.arms import (KIT, KIT_ARMS, STOCK, KitArm, arm_knobs, arms_here, check_rounds,
                                patch_pairs)
 from schedlab.measuring import ab, measure
@@ -127,6 +129,27 @@ def estimate(arms: int, rounds: int, runs: int, seconds: int, points: Sequence[s
                              schbench=Path(workmod.SCHBENCH)).with_(
         warmup=True, warm=tuple(benchmod.first_points(points)))
     return arms * rounds * measure.estimate_seconds(plan, accel="host")
+
+
+def attach_method(config: str) -> str:
+    """How bpftrace attaches to the kernel of CONFIG: "kprobe" where a BPF
+    trampoline cannot (function tracing without direct calls: ppc64le
+    built by a compiler whose patchable entries the kernel rejects), else
+    "auto" (fentry where there is BTF, run-plan.sh)."""
+    conf = buildmod.parse_config(config)
+    if conf.get("CONFIG_FUNCTION_TRACER") == "y" and \
+            conf.get("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS") != "y":
+        return "kprobe"
+    return "auto"
+
+
+def online_cpus() -> str:
+    """This machine's online CPUs, as sysfs lists them ("0-3,8-11" in SMT4
+    on two 8-thread cores): a resume under another SMT mode is refused."""
+    try:
+        return Path("/sys/devices/system/cpu/online").read_text().strip()
+    except OSError:
+        return ""
 
 
 def ncpu() -> int:
@@ -274,15 +297,15 @@ def request(arms: Sequence[KitArm], rounds: int, runs: int, seconds: int, fresh:
     c2c = c2c and kind.name == PROBE_PASS.name
     plan = planmod.make_plan(",".join(bench), kind.probes + ("," + C2C_PROBE if c2c else ""),
                              runs=runs, seconds=seconds,
-                             schbench=schbench).with_(
-        warmup=True, warm=tuple(benchmod.first_points(bench)))
+                             schbench=schbench, attach=attach_method(machine.config_text())
+                             ).with_(warmup=True, warm=tuple(benchmod.first_points(bench)))
     return ab.AbRequest(tree=None, plan=plan, topology="host",
                         arms=tuple(ab.Arm(a.name, a.kernel, arm_knobs(a, present))
                                    for a in arms),
                         prefix=kind.prefix, boots=rounds, fresh=fresh, host=True,
                         timeout=3600, pairs=patch_pairs(arms), plots=plots,
                         on_start=on_start, order_seed=order_seed,
-                        here=None if here is None else tuple(here))
+                        here=None if here is None else tuple(here), cpus=online_cpus())
 
 
 def resumed(kind: Pass, key: str) -> Optional[int]:

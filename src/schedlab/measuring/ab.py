@@ -128,6 +128,9 @@ class AbRequest:
     # it), maybe none; the others run after a reboot into theirs, and the
     # tables wait for them.  None: every arm.
     here: Optional[Tuple[str, ...]] = None
+    # On this machine: its online CPUs (sysfs's list).  Rounds on other CPUs
+    # (another SMT mode, CPUs taken offline) are refused, not pooled.
+    cpus: str = ""
 
     def runs_here(self, arm: Arm) -> bool:
         return self.here is None or arm.name in self.here
@@ -147,7 +150,8 @@ class AbRequest:
                 **resume.plan_fields(self.plan),
                 "arms": [[a.name, a.variant, dict(a.knobs)] for a in self.arms],
                 "topology": self.topology, "boots": self.boots, "online": self.online,
-                "arch": self.arch or "x86_64", "order_seed": self.order_seed}
+                "arch": self.arch or "x86_64", "order_seed": self.order_seed,
+                **({"cpus": self.cpus} if self.cpus else {})}
 
     def units(self) -> List[Tuple[int, Arm]]:
         """(boot, arm) in the order they are measured."""
