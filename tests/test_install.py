@@ -83,18 +83,35 @@ FEDORA = next(d for d in distro.DISTROS if d.name == "Fedora")
 
 
 @pytest.mark.parametrize("saved", ["", f"gnulinux-simple-{UUID}"])
-def test_debian_keeps_the_default_unless_asked(tmp_path, saved):
-    # With nothing saved (entry 0) or the first entry's id saved, the new
-    # kernel, sorting first, would boot by default: it is set back.
+def test_debian_pins_a_first_entry_default_before_installing(tmp_path, saved):
+    # Nothing saved (entry 0) or the first entry's id: the entry follows the
+    # newest kernel, which the new one would be. The old kernel is set by its
+    # own entry first, so no hook after update-grub can move it.
     fake = FakeDebian(tmp_path, saved=saved)
     i = inst.Installer(DEBIAN, fake, tmp_path)
     files = [Path(f"/w/linux-image-{NEW}_1_amd64.deb"), Path(f"/w/linux-headers-{NEW}_1.deb")]
     once = i.install(files, NEW, make_default=False)
-    assert fake.calls[0] == ["dpkg", "-i", *map(str, files)]
-    assert fake.calls[-1][0] == "grub-set-default" and OLD in fake.calls[-1][1]
+    old_entry = f"gnulinux-advanced-{UUID}>gnulinux-{OLD}-advanced-{UUID}"
+    assert fake.calls == [["grub-set-default", old_entry], ["dpkg", "-i", *map(str, files)]]
     assert i.default().release == OLD
     assert once == (f"grub-reboot 'gnulinux-advanced-{UUID}>gnulinux-{NEW}-advanced-{UUID}' "
                     "&& reboot")
+
+
+def test_debian_with_the_old_kernel_pinned_changes_nothing(tmp_path):
+    fake = FakeDebian(tmp_path, saved=f"gnulinux-advanced-{UUID}>gnulinux-{OLD}-advanced-{UUID}")
+    i = inst.Installer(DEBIAN, fake, tmp_path)
+    i.install([Path("/w/linux-image.deb")], NEW, make_default=False)
+    assert fake.calls == [["dpkg", "-i", "/w/linux-image.deb"]]
+    assert i.default().release == OLD
+
+
+def test_an_unreadable_default_installs_nothing(tmp_path):
+    # saved_entry names the submenu: what grub boots is not known here
+    fake = FakeDebian(tmp_path, saved=f"gnulinux-advanced-{UUID}")
+    with pytest.raises(LabError, match="nothing installed"):
+        inst.Installer(DEBIAN, fake, tmp_path).install([Path("/w/a.deb")], NEW, False)
+    assert fake.calls == []
 
 
 def test_debian_make_default(tmp_path):
@@ -142,15 +159,33 @@ def test_the_default_follows_grubs_rules():
 
 
 def test_a_failed_install_puts_the_default_back(tmp_path):
-    fake = FakeDebian(tmp_path)
+    fake = FakeDebian(tmp_path, saved=f"gnulinux-advanced-{UUID}>gnulinux-{OLD}-advanced-{UUID}")
 
     def half(argv):     # update-grub ran, then a hook failed
         status, out = fake(argv)
         return (1, "run-parts: /etc/kernel/postinst.d/dkms exited with return code 1") \
             if argv[0] == "dpkg" else (status, out)
     i = inst.Installer(DEBIAN, half, tmp_path)
-    with pytest.raises(LabError, match=r"the default boots .* \(as before\).*dpkg --configure -a"):
-        i.install([Path("/w/linux-image.deb")], NEW, False)
+    with pytest.raises(LabError, match=f"the default boots {OLD}; .*dpkg --configure -a, "
+                       f"or dpkg -r linux-image-{NEW}"):
+        i.install([Path(f"/w/linux-image-{NEW}_1_amd64.deb")], NEW, False)
+    assert i.default().release == OLD
+
+
+def test_a_hook_that_fails_before_update_grub_leaves_no_trap(tmp_path):
+    # The default was grub's first entry; dpkg fails before update-grub, and
+    # the user's dpkg --configure -a runs it later: the old kernel stays.
+    fake = FakeDebian(tmp_path)
+
+    def early(argv):
+        fake.calls.append(list(argv))
+        if argv[0] == "grub-set-default":
+            (tmp_path / "boot/grub/grubenv").write_text(f"saved_entry={argv[1]}\n")
+        return (1, "dkms failed") if argv[0] == "dpkg" else (0, "")
+    i = inst.Installer(DEBIAN, early, tmp_path)
+    with pytest.raises(LabError, match="dkms failed"):
+        i.install([Path(f"/w/linux-image-{NEW}_1_amd64.deb")], NEW, False)
+    (tmp_path / "boot/grub/grub.cfg").write_text(grub_cfg([NEW, OLD]))     # update-grub, later
     assert i.default().release == OLD
 
 
@@ -191,7 +226,7 @@ def test_fedora_keeps_the_default_unless_asked():
 def test_a_failed_install_or_a_default_that_did_not_take_stops(tmp_path):
     def failing(argv):
         return (1, "dpkg: error processing archive") if argv[0] == "dpkg" else (0, "")
-    FakeDebian(tmp_path)
+    FakeDebian(tmp_path, saved=f"gnulinux-advanced-{UUID}>gnulinux-{OLD}-advanced-{UUID}")
     with pytest.raises(LabError, match="dpkg -i .* failed"):
         inst.Installer(DEBIAN, failing, tmp_path).install([Path("/a.deb")], NEW, False)
     fake = FakeGrubby()
@@ -213,3 +248,26 @@ def test_install_options_are_refused_out_of_place(argv, monkeypatch, capsys):
     monkeypatch.setattr(TreeSpec, "resolve", lambda self: pytest.fail("no tree before"))
     assert cli.main(argv) != 0
     assert "--install" in capsys.readouterr().err
+
+
+def test_a_failed_rpm_that_moved_the_default_puts_it_back():
+    # kernel-install made the new kernel the default, then a scriptlet failed
+    fake = FakeGrubby()
+
+    def failing(argv):
+        status, out = fake(argv)
+        return (1, "error: %post(kernel) scriptlet failed") if argv[0] == "rpm" \
+            else (status, out)
+    rpm = Path(f"/r/kernel-{NEW.replace('-', '_')}-1.x86_64.rpm")
+    with pytest.raises(LabError, match=f"the default boots {OLD}; .*rpm -e "
+                       f"kernel-{NEW.replace('-', '_')}-1.x86_64"):
+        inst.Installer(FEDORA, failing).install([rpm], NEW, False)
+    assert fake.default == f"/boot/vmlinuz-{OLD}"
+
+
+def test_no_grub_defaults_file_is_grubs_default_zero(tmp_path, monkeypatch):
+    monkeypatch.setattr(inst.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(inst.shutil, "which", lambda t: t)
+    FakeDebian(tmp_path)
+    (tmp_path / "etc/default/grub").unlink()
+    assert "GRUB_DEFAULT=0" in inst.Installer(DEBIAN, lambda a: (0, ""), tmp_path).refusal()

@@ -145,7 +145,8 @@ def build_host(tree: Tree, variant: str, commit: str, config_src: Path,
     elif package:
         say(f"  built {release} in {fmt_secs(took)}; install the kernel and headers with: "
             "sudo rpm -ivh " + " ".join(str(r) for r in files or
-                                        [bdir / "rpmbuild/RPMS/*/kernel-*.rpm"]))
+                                        [bdir / "rpmbuild/RPMS/*" /
+                                         f"kernel{{,-devel}}-{release.replace('-', '_')}-*.rpm"]))
     else:
         say(f"  built {release} in {fmt_secs(took)}; install with: sudo make O={bdir} "
             "modules_install install (from the tree)")

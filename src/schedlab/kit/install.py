@@ -23,17 +23,21 @@ GRUB_DEFAULTS = Path("/etc/default/grub")
 GRUB_CFG = Path("/boot/grub/grub.cfg")
 GRUB_ENV = Path("/boot/grub/grubenv")
 
-# A command's status and output (stubbed in the tests).
+# A command's status and output: its stdout, with its stderr where it
+# failed (stubbed in the tests).
 Runner = Callable[[Sequence[str]], Tuple[int, str]]
+# The package managers run the distribution's hooks (DKMS, dracut): no
+# time limit, or a hook would be cut off mid-install.
+NO_LIMIT = ("dpkg", "rpm")
 
 
 def _run(argv: Sequence[str]) -> Tuple[int, str]:
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=600,
-                           check=False)
+        p = subprocess.run(list(argv), capture_output=True, text=True, check=False,
+                           timeout=None if argv[0] in NO_LIMIT else 600)
     except (OSError, subprocess.TimeoutExpired) as e:
         return 1, str(e)
-    return p.returncode, p.stdout + p.stderr
+    return p.returncode, p.stdout + (p.stderr if p.returncode else "")
 
 
 # ------------------------------------------------------------------ GRUB
@@ -91,7 +95,10 @@ def grub_default_setting(text: str) -> str:
     for line in text.splitlines():
         m = re.match(r"^\s*(?:export\s+)?GRUB_DEFAULT=(.*)$", line)
         if m:
-            value = " ".join(shlex.split(m.group(1), comments=True))
+            try:
+                value = " ".join(shlex.split(m.group(1), comments=True))
+            except ValueError:      # unbalanced quotes: not a value the kit can trust
+                value = m.group(1).strip()
     return value
 
 
@@ -179,6 +186,8 @@ class Installer:
             return (f"{', '.join(absent)} not found: {self.d.name} packages the kernel with "
                     f"{self.d.kernel_target} and sets boot entries with {self.d.boot_tool}")
         setting = self._grub_setting()
+        if setting is None and self.d.boot_tool == "grub":
+            setting = "0"       # grub-mkconfig's own default
         if setting is not None and setting != "saved":
             return (f"GRUB_DEFAULT={setting or '(empty)'} in {GRUB_DEFAULTS}: grub boots an "
                     "entry by position, which a new kernel can take, and grub-reboot cannot "
@@ -259,15 +268,26 @@ class Installer:
         if not files:
             raise LabError("build --install: the build made no packages to install")
         before = self.default()
+        if not before.release:
+            raise LabError(f"cannot tell which kernel boots by default ({before.entry}): "
+                           "nothing installed")
+        if self.d.boot_tool == "grub" and ">" not in before.entry:
+            # grub's first entry follows the newest kernel, which the new one
+            # would be: the same kernel by its own entry, before anything runs
+            say(f"  the default is grub's first entry ({before.entry}), which follows the "
+                f"newest kernel: {before.release} by its own entry from now on")
+            self.set_default(before.release)
         try:
             self._must(shlex.split(self.d.install_kernel.format(packages=" ".join(
                 shlex.quote(str(f)) for f in files))))
         except LabError as e:
-            self._keep(before)
-            undo = ("dpkg --configure -a, or dpkg -r the packages" if
-                    self.d.kernel_target == "bindeb-pkg" else "rpm -e the packages")
-            raise LabError(f"{e}; the default boots {self.default().release} (as before); "
-                           f"to finish or undo the install: {undo}") from None
+            try:
+                self._keep(before)
+            except LabError as again:
+                raise LabError(f"{e}; and the default could not be set back: {again}") \
+                    from None
+            raise LabError(f"{e}; the default boots {self.default().release}; to finish "
+                           f"the install or undo it: {self._undo(files)}") from None
         if make_default:
             self.set_default(release)
         else:
@@ -280,6 +300,12 @@ class Installer:
             + (" (--make-default)" if make_default else ", as before"))
         return self.boot_once(release)
 
+    def _undo(self, files: Sequence[Path]) -> str:
+        if self.d.kernel_target == "bindeb-pkg":
+            names = " ".join(f.name.split("_")[0] for f in files)
+            return f"dpkg --configure -a, or dpkg -r {names}"
+        return "rpm -e " + " ".join(f.name[:-len(".rpm")] for f in files)
+
     def _keep(self, before: BootState) -> None:
         """The default BEFORE again where installing changed it."""
         after = self.default()
@@ -288,7 +314,3 @@ class Installer:
         say(f"  installing made {after.release or after.entry} the default: "
             f"{before.release} again")
         self.set_default(before.release)
-        if self.d.boot_tool == "grub" and ">" not in before.entry:
-            say(f"  the default was grub's first entry ({before.entry}), which follows the "
-                f"newest kernel; it is {before.release} by its entry now: "
-                "grub-set-default 0 makes it follow again")
