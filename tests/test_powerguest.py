@@ -253,3 +253,26 @@ def test_the_pseries_probe_kernel_has_bpf_and_what_the_userspace_needs():
     # the lab kernel stays small: no BPF tools on it
     assert [f.name for f in b.config_fragments("lab", b.get_arch("ppc64le"))] == [
         "ppc64le.config", "lab.config"]
+
+
+def test_the_packages_are_fetched_with_the_log_where_none_was(tmp_path, monkeypatch):
+    # The rehearsal fetches them before anything else made its folder.
+    from types import SimpleNamespace
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(pg.aptmirror, "machine_mirror",
+                        lambda: SimpleNamespace(suites=["bookworm"], origin="test",
+                                                uris=["http://mirror.invalid/debian"],
+                                                signed_by=""))
+    asked = []
+
+    def fake_run(argv, log=None, check=True, **kw):
+        asked.append(argv[-1] if argv[-1] != "update" else "update")
+        archives = tmp_path / "cache/schedlab/apt-ppc64el/cache/archives"
+        for p in pg.PACKAGES:
+            (archives / f"{p}_1_ppc64el.deb").write_text("")
+        return SimpleNamespace(returncode=0)
+    monkeypatch.setattr(pg, "run", fake_run)
+    log = tmp_path / "new/folder/userspace.log"
+    debs = pg.fetch_debs(log)
+    assert log.parent.is_dir() and asked[0] == "update" and asked[-1] == pg.PACKAGES[-1]
+    assert len(debs) == len(pg.PACKAGES)

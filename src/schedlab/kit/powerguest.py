@@ -58,6 +58,7 @@ MEMORY_MIB = 4096
 
 def _apt(log: Path) -> Tuple[Path, List[str]]:
     """The private ppc64el apt configuration (pseries.py's), its lists fetched once."""
+    log.parent.mkdir(parents=True, exist_ok=True)
     mirror = aptmirror.machine_mirror()
     apt_root = cache_dir() / f"apt-{pseries.DEBIAN_ARCH}"
     opts = aptmirror.prepare_private_apt(apt_root, mirror, mirror.suites[0],
