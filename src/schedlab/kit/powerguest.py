@@ -21,9 +21,9 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
-from schedlab.core import aptmirror, pseries
+from schedlab.core import aptmirror, pseries, vm
 from schedlab.core import topology as topomod
 from schedlab.core.util import LabError, cache_dir, package_file, repo_dir, run, run_in_group, say
 
@@ -153,8 +153,7 @@ def lab_entries() -> Iterator[pseries.Entry]:
                          cwd=repo, capture_output=True,
                          check=True).stdout.decode()
     files = sorted(f for f in out.split("\0") if f and (repo / f).is_file())
-    dirs = sorted({str(Path(f).parent) for f in files if str(Path(f).parent) != "."}
-                  | {str(p) for f in files for p in Path(f).parents if str(p) != "."})
+    dirs = sorted({str(p) for f in files for p in Path(f).parents if str(p) != "."})
     yield LAB, stat.S_IFDIR | 0o755, b"", 0
     for d in dirs:
         yield f"{LAB}/{d}", stat.S_IFDIR | 0o755, b"", 0
@@ -226,21 +225,13 @@ def unpack_results(data: bytes, dest: Path) -> None:
     new.rename(dest)
 
 
-@dataclass
-class BootResult:
-    returncode: int
-    output: str
-    seconds: float
-
-
-def run_boot(boot: Boot, topo: topomod.Topology, log: Path, out: Path,
-             timeout: float, memory_mib: int = MEMORY_MIB) -> BootResult:
-    """Boot BOOT on TOPO under single-thread TCG (the kit's probes and
-    switches patch kernel text); the console in LOG; the guest's work
-    folder in OUT."""
+def run_boot(boot: Boot, root: Path, topo: topomod.Topology, log: Path, out: Path,
+             timeout: float, memory_mib: int = MEMORY_MIB) -> vm.VmResult:
+    """Boot BOOT with the userspace ROOT (userspace()) on TOPO under
+    single-thread TCG (the kit's probes and switches patch kernel text);
+    the console in LOG; the guest's work folder in OUT."""
     if not boot.image.is_file():
         raise LabError(f"no kernel image at {boot.image}")
-    root = userspace(log.with_suffix(".apt.log"))
     initrd = write_initramfs(log.with_suffix(".cpio"), root, boot)
     say(f"  initramfs {initrd} ({initrd.stat().st_size >> 20} MiB)")
     args = pseries.TARGET.qemu_command(
@@ -257,13 +248,7 @@ def run_boot(boot: Boot, topo: topomod.Topology, log: Path, out: Path,
     if data is None:
         raise LabError(f"the POWER guest printed no results (status {status}; console: {log})")
     unpack_results(data, out)
-    return BootResult(status, output, took)
-
-
-def guest_paths() -> Dict[str, str]:
-    """Where the guest's script finds the lab, the work folder, the config."""
-    return {"lab": "/" + LAB, "work": "/" + WORK, "config": "/" + CONFIG,
-            "bench": "/" + BENCH}
+    return vm.VmResult(status, output, "tcg", took)
 
 
 def smt_command(mode: int) -> str:

@@ -369,8 +369,9 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
             raise LabError("rehearsal: " + "; ".join(wrong))
     elif req.smt_modes:
         raise LabError("rehearsal: SMT modes are swept in the pseries guest (--arch ppc64le)")
+    root = None
     if power:   # the ppc64el packages fetched (or found) before the builds
-        powerguest.userspace(folder(req.arch) / "userspace.log")
+        root = powerguest.userspace(folder(req.arch) / "userspace.log")
     tree = req.tree.resolve()
     config = "probe" if power else "icount"
     specs = {armmod.KIT: BuildSpec("patched", config, arch=req.arch, kit=True),
@@ -390,32 +391,29 @@ def run(req: RehearsalRequest) -> RehearsalOutcome:
         log = out / f"vm-{kernel}.log"
         config_file = build.build_dir / ".config"
         try:
-            if power:
-                paths = powerguest.guest_paths()
+            if root is not None:
                 boot = powerguest.Boot(
                     build.image, config_file,
-                    guest_script(req, GuestPaths(paths["lab"], "python3", paths["work"],
-                                                 paths["config"]), n == 0,
-                                 paths["bench"] if bench else None),
+                    guest_script(req, GuestPaths("/" + powerguest.LAB, "python3",
+                                                 "/" + powerguest.WORK, "/" + powerguest.CONFIG),
+                                 n == 0, "/" + powerguest.BENCH if bench else None),
                     work=guest_work if n else None, bench=bench)
-                res = powerguest.run_boot(boot, topo, log, guest_work, req.timeout)
-                output, took = res.output, res.seconds
+                res = powerguest.run_boot(boot, root, topo, log, guest_work, req.timeout)
             else:
-                vres = vm.boot(build.image, topo,
+                res = vm.boot(build.image, topo,
                               # the guest has the host's files: this Python
                               guest_script(req, GuestPaths(str(repo_dir()), sys.executable,
                                                            str(guest_work), str(config_file)),
                                            n == 0, str(bench) if bench else None),
                               memory_mib=req.memory, timeout=req.timeout, rwdirs=(out,),
                               icount=True, log=log)
-                output, took = vres.output, vres.seconds
         except LabError as e:       # a timeout or a boot that failed: the log says more
             say(f"  rehearsal: {e}")
             return RehearsalOutcome(False, "", [f"the guest on the {kernel} kernel: {e} "
                                                 f"(console: {log})"])
-        (out / f"console-{kernel}.txt").write_text(output)
-        marks[kernel] = parse_marks(output)
-        seconds += took
+        (out / f"console-{kernel}.txt").write_text(res.output)
+        marks[kernel] = parse_marks(res.output)
+        seconds += res.seconds
     (out / "marks.json").write_text(json.dumps(marks, indent=1) + "\n")
     reports: Dict[str, str] = {}
     with _work(guest_work):
