@@ -119,7 +119,7 @@ def test_the_summary_tables_name_only_metrics_the_records_make():
         "perf sched pipe ops/s", "perf sched messaging ops/s", "perf sched pipe usecs/op"]
     cost = {m.name for p in probemod.COST_PROBES for m in p.metrics}
     cost |= {m.name for p in ("lb-phase", "lb-share", "lb-reads", "scan-cost",
-                              "ni", "insns", "cycles", "c2c")
+                              "ni", "insns", "lines", "cycles", "c2c")
              for m in probemod.PROBES[p].metrics}
     cost |= {m.name for m in probemod.PROBES["migrate"].metrics if m.per_domain}
     assert [n for n in names if old_headline.match(n)] == [

@@ -23,7 +23,8 @@ from typing import List, Optional
 
 from schedlab import pipeline, testcmd
 from schedlab.cli_kit import add_hw
-from schedlab.cli_measuring import add_ab, add_compare, add_measure, add_reparse
+from schedlab.cli_measuring import (add_ab, add_compare, add_lines_proof, add_measure,
+                                    add_reparse)
 from schedlab.cli_series import add_kunit, add_peer_tests, add_selftest, add_series, add_soak
 from schedlab.cliargs import (Sub, add_arch, add_build_opts, add_topology, add_tree_opts,
                               add_vm_opts, build_spec, command, tree_spec, vm_options)
@@ -219,6 +220,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_measure(sub)
     add_compare(sub)
     add_reparse(sub)
+    add_lines_proof(sub)
     add_run(sub)
     add_hw(sub)
     return p

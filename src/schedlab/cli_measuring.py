@@ -1,4 +1,5 @@
-"""The measuring commands: 'measure', 'reparse', 'compare', 'ab' (measuring/)."""
+"""The measuring commands: 'measure', 'reparse', 'compare', 'ab', 'lines-proof'
+(measuring/)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from schedlab.cliargs import (VARIANTS, Sub, add_online, add_plan_opts, add_tree
 from schedlab.core.util import say
 from schedlab.measuring import ab as abmod
 from schedlab.measuring import compare as comparemod
+from schedlab.measuring import lineproof
 from schedlab.measuring import measure as measuremod
 from schedlab.measuring import results as resmod
 from schedlab.measuring.plan import KNOB_DIR
@@ -145,3 +147,27 @@ def add_ab(sub: Sub) -> None:
                         "results there (after 'reparse')")
     add_online(g)
     g.add_argument("--timeout", type=float, default=900, metavar="SECS")
+
+
+def cmd_lines_proof(args: argparse.Namespace) -> int:
+    out = resmod.results_dir(args.label) if args.label else lineproof.default_out()
+    return lineproof.run(lineproof.ProofRequest(tree_spec(args), tuple(args.topology or
+                                                lineproof.TOPOLOGIES), args.rounds, out))
+
+
+def add_lines_proof(sub: Sub) -> None:
+    s = command(sub, "lines-proof", cmd_lines_proof, "prove the lines probe's plugin: guest "
+                "programs whose cache-line traffic is known (a ping-pong at each distance, "
+                "own lines, false sharing, atomics), each count checked", """
+./schedlab lines-proof                          # smt4-numa and 2x2x2, 1000 rounds
+./schedlab lines-proof -t smt8 --rounds 200
+./schedlab lines-proof --label results/lines-proof   # the record kept in the checkout""")
+    add_tree_opts(s)
+    g = s.add_argument_group("proof")
+    g.add_argument("--topology", "-t", action="append", metavar="TOPOLOGY",
+                   help="preset or SxCxT[:numa], at most 64 CPUs (repeatable; default "
+                        + " and ".join(lineproof.TOPOLOGIES) + ": every distance)")
+    g.add_argument("--rounds", type=positive_int, default=1000, metavar="N",
+                   help="round trips of each program (default 1000; at least 10)")
+    g.add_argument("--label", type=label_arg, help="where proof.json goes (default "
+                   "work/results/lines-proof; --label results/NAME keeps it in the checkout)")

@@ -16,6 +16,7 @@ OUT=${2:?usage: run-plan.sh PLAN_DIR OUT_DIR}
 . "$PLAN/plan.env"
 : "${SECS:?} ${LIMIT:?} ${ATTACH:?} ${LATENCY_TOOLS:?} ${LATENCY_AUTO:?}"
 : "${LATENCY_FUNCTION:?} ${BCC_MAX_START:?} ${KNOB_DIR:?} ${RUN_MARK:?} ${SIGDFL:?}"
+LINES_MARK=${LINES_MARK:-}
 : "${LATENCY_MORE?} ${CLEAN:?} ${WATCH_EVERY:?} ${TRACEFS:?} ${KPROBES_LIST:?} ${WARMUP:?} ${WARMUP_SECS:?}"
 : "${BCC_DIR:?} ${KALLSYMS:?}"
 
@@ -124,6 +125,17 @@ done > "$OUT/cores.txt"
 # For telling boots apart afterwards (under TCG the clocksource can differ).
 dmesg > "$OUT/dmesg.txt" 2>/dev/null
 cat /sys/devices/system/clocksource/clocksource0/current_clocksource > "$OUT/clocksource.txt" 2>/dev/null
+# The sched domains of CPU 0 by level, "LEVEL NAME" (the lines probe's keys):
+# debugfs lists them while sched/verbose is on, switched on for the reading.
+if [ -n "$LINES_MARK" ]; then
+	[ -d "$KNOB_DIR" ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+	verbose=$(cat "$KNOB_DIR/verbose" 2>/dev/null)
+	[ "$verbose" = Y ] || echo Y > "$KNOB_DIR/verbose" 2>/dev/null
+	for dom in "$KNOB_DIR"/domains/cpu0/domain*; do
+		[ -r "$dom/level" ] && echo "$(cat "$dom/level") $(cat "$dom/name")"
+	done > "$OUT/domains.txt" 2>/dev/null
+	[ "$verbose" = Y ] || echo N > "$KNOB_DIR/verbose" 2>/dev/null
+fi
 # Whether returns go through a thunk (the calibration's path lengths).
 cat /sys/devices/system/cpu/vulnerabilities/retbleed > "$OUT/retbleed.txt" 2>/dev/null
 {
@@ -153,6 +165,8 @@ if [ "$CLEAN" = 1 ]; then
 	echo clean > "$OUT/pass.txt"
 	echo none > "$OUT/attach.txt"
 	echo none > "$OUT/latency-tool.txt"
+	# A clean plan's probes are counted outside the guest (a qemu plugin).
+	cut -d' ' -f1 "$PLAN/probes.txt" > "$OUT/probes-used.txt"
 else
 	echo probes > "$OUT/pass.txt"
 	# Attach method: fentry needs BTF; the same method for every probe of the plan.
@@ -393,6 +407,17 @@ check_into() {
 	fi
 }
 
+# The lines probe's window (measuring/linecount.py): each call of the
+# marker starts the next epoch of the qemu plugin, which its records carry;
+# the epoch of a run's window goes into its folder (D, at the opening mark).
+MARKS=0
+lines_mark() {
+	[ -n "$LINES_MARK" ] || return 0
+	"$LINES_MARK" mark
+	MARKS=$(( MARKS + 1 ))
+	[ -z "${1:-}" ] || echo "$MARKS" > "$1/lines-epoch.txt"
+}
+
 # A clean run: the workload alone, the runner's checks before it, every
 # WATCH_EVERY s during it and after it in watch.txt (the host makes a run
 # with any finding invalid).
@@ -403,10 +428,12 @@ run_clean() {
 		i=$(( i + 1 )); check_into "$d/watch.txt" "during $i"; done ) 3<&- &
 	wp=$!
 	head -1 /proc/stat > "$d/stat-before.txt"
+	lines_mark "$d"
 	S=$(date +%s.%N)
 	(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$d/workload.txt" 2>&1 < /dev/null 3<&-
 	echo $? > "$d/status.txt"
 	echo "$(date +%s.%N) $S" | awk '{print $1 - $2}' > "$d/seconds.txt"
+	lines_mark
 	head -1 /proc/stat > "$d/stat-after.txt"
 	touch "$d/watch.stop"
 	pkill -P "$wp" sleep 2> /dev/null

@@ -57,6 +57,8 @@ def _meanings() -> Tuple[Meaning, ...]:
                 "reads sums could serve", names_rx([], ["group reads sums could serve"])),
         Meaning("instructions per call, median, by level (icount)", "instructions per call",
                 r"^\S+ instructions per call, median( \(.+\))?$"),
+        Meaning("cache lines moved between CPUs per call, mean, by level (lines)",
+                "lines moved per call", r"^\S+ lines moved per call, mean( \(.+\))?$"),
         Meaning("cycles of every CPU in the run (perf stat; hardware only)", "cycles",
                 names_rx(["cycles (perf stat)"])),
         Meaning("CPU busy", "CPU busy", names_rx([m.name for m in probemod.SYSTEM_METRICS])),

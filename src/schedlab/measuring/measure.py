@@ -19,7 +19,7 @@ from schedlab.core import topology as topomod
 from schedlab.core import vm
 from schedlab.core.spec import BuildSpec
 from schedlab.core.util import LabError, fmt_secs, run_logged, say, work_dir
-from schedlab.measuring import icount, insncount
+from schedlab.measuring import icount, insncount, linecount
 from schedlab.measuring import plan as planmod
 from schedlab.measuring import results as resmod
 from schedlab.measuring import resume
@@ -53,9 +53,12 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
     # A warm-up runs once a workload, a timed one for its first seconds (plan.py).
     warm = {True: per[True] - plan.seconds + planmod.warmup_seconds(plan.seconds),
             False: per[False]}
-    return start + sum((per[w.timed] + w.overhead) * plan.runs
-                       + ((warm[w.timed] + w.overhead) if plan.warmed(w.name) else 0)
-                       for w in plan.workloads)
+    # The lines probe's plugin sees every access of the boot: 2.4 times the
+    # wall time of the same plan without it (docs/results/cacheline-cost.md).
+    slow = 3 if "lines" in plan.probes else 1
+    return slow * (start + sum((per[w.timed] + w.overhead) * plan.runs
+                               + ((warm[w.timed] + w.overhead) if plan.warmed(w.name) else 0)
+                               for w in plan.workloads))
 
 
 class Progress:
@@ -121,6 +124,19 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
         qemu_extra = insncount.qemu_opts(insncount.plugin(), insncount.ranges_for(vmlinux),
                                          counts)
         kernel_args = insncount.KERNEL_ARGS
+    records = raw / linecount.RECORDS
+    counted = None
+    if "lines" in plan.probes:
+        # The plugin sees every access from qemu's start: the counted
+        # functions' entries and the markers are fixed addresses then.
+        if vmlinux is None:
+            raise LabError("the lines probe needs the build's vmlinux")
+        counted = linecount.kernel_counted(
+            vmlinux, linecount.symbols(linecount.proof_program())["lines_mark"][0])
+        qemu_extra = linecount.qemu_opts(linecount.plugin(), counted,
+                                         linecount.write_topo(topo, raw / "lines-topo.txt"),
+                                         records)
+        kernel_args = linecount.KERNEL_ARGS
     est = estimate_seconds(plan)
     timeout = max(timeout, 3 * est)
     say(f"  plan: {', '.join(plan.names())} x {plan.runs} run(s), {plan.seconds}s per timed "
@@ -146,6 +162,12 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
                 insncount.summarize(raw, vmlinux, counts, setting.commit or "HEAD")
             except (OSError, LabError) as exc:
                 say(f"  insns: could not attribute the counts: {exc}")
+        if counted and records.is_file():
+            try:
+                n = linecount.summarize(raw, records, counted)
+                say(f"  lines: {n} run window(s) summarized from {records}")
+            except (OSError, ValueError) as exc:
+                say(f"  lines: could not summarize the records: {exc}")
         done = resmod.collect(label, raw, plan.workloads, plan.runs, setting,
                               res.accel if res else "?", key,
                               vm_exit=res.returncode if res else None)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, package_file
-from schedlab.measuring import bpfgen
+from schedlab.measuring import bpfgen, linecount
 from schedlab.measuring import probes as probemod
 from schedlab.measuring import workloads as workmod
 
@@ -96,9 +96,10 @@ class Plan:
 
     @property
     def clean(self) -> bool:
-        """No probe: nothing is attached to the runs, and the runner checks
-        that nothing is (guest/run-plan.sh)."""
-        return not self.probes
+        """Nothing attached to the runs, and the runner checks that nothing
+        is (guest/run-plan.sh): no probe, or only the lines probe, which a
+        qemu plugin counts outside the guest."""
+        return not self.probes or self.probes == ("lines",)
 
     @property
     def limit(self) -> int:
@@ -140,9 +141,10 @@ def make_plan(workloads: Optional[str] = None, probes: Optional[str] = None, *,
               knobs: Optional[Dict[str, str]] = None, accel: str = "auto") -> Plan:
     """A plan from the command line's comma-separated lists."""
     names = tuple(probemod.probe_names(probes))
-    if "insns" in names and accel != "icount":
-        raise LabError("the insns probe needs --accel icount: its plugin's counts are exact "
-                       "only with one host thread for all vCPUs")
+    for name in probemod.PLUGIN_PROBES:
+        if name in names and accel != "icount":
+            raise LabError(f"the {name} probe needs --accel icount: its plugin's counts are "
+                           "exact only with one host thread for all vCPUs")
     return Plan(tuple(workmod.plan_workloads(workloads, schbench)), names, runs, seconds,
                 attach, latency_tool, tuple((knobs or {}).items()), accel)
 
@@ -188,6 +190,8 @@ def write(plan: Plan, folder: Path) -> Path:
         _env_line("KPROBES_LIST", KPROBES_LIST),
         _env_line("BCC_DIR", BCC_DIR),
         _env_line("KALLSYMS", KALLSYMS),
+        # The lines probe's marker (measuring/linecount.py), built on the host.
+        _env_line("LINES_MARK", linecount.proof_program() if "lines" in plan.probes else ""),
     ]
     (folder / "plan.env").write_text("\n".join(env) + "\n")
     (folder / "probes.txt").write_text("".join(

@@ -29,6 +29,7 @@ class Parsed:
     core_of: Dict[int, int] = field(default_factory=dict)   # CPU -> first CPU of its core
     schedstat: str = ""                   # /proc/schedstat before the run (domain spans)
     insns_out: str = ""                   # insns.txt (insncount.py)
+    lines_out: str = ""                   # lines.json (linecount.py)
     perf_stat: str = ""                   # perf-stat.txt (perf stat -x, of the window)
     c2c_stats: str = ""                   # c2c-stats.txt (perf c2c report --stats)
     metrics: Dict[str, Metric] = field(default_factory=dict)

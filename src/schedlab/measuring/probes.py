@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
-from schedlab.measuring import bpfgen, insncount, lbphase, parsers
+from schedlab.measuring import bpfgen, insncount, lbphase, linecount, parsers
 from schedlab.measuring import probe_parsers as pp
 # A probe's parser gets and gives a Parsed (probe_parsers.py); importers of
 # the registry take it from here.
@@ -300,6 +300,17 @@ PROBES: Dict[str, Probe] = {p.name: p for p in (
               MetricSpec(f"{part.name} instructions per execution (insns)", "insns",
                          headline=True))),
           pp.insns),
+    Probe("lines", "cache lines moved between CPUs per call of the balance's functions "
+                   "(should_we_balance() and the rest), by sched domain, counted by a qemu "
+                   "TCG plugin's coherence directory over each run's window, nothing "
+                   "attached (linecount.py); --accel icount, alone in its plan",
+          (), (),
+          tuple(MetricSpec(f"{func} {name}", unit, headline=headline, per_domain=True)
+                for func in linecount.COUNTED_NAMES
+                for _, _, name, unit, headline in linecount.METRICS)
+          + tuple(MetricSpec(f"{func} calls (lines)", "calls", per_domain=True)
+                  for func in linecount.COUNTED_NAMES),
+          linecount.parse_probe),
     *COST_PROBES,
     WAKE_PATH,
     WAKE_DEPTH,
@@ -313,6 +324,10 @@ DEFAULT_PROBES = ["swb", "lb", "migrate", "latency"]
 SYSTEM_METRICS = (MetricSpec("cpu busy", "%", headline=True, sweep="cpu busy %"),)
 
 
+# The probes counted by a qemu plugin, each alone in its plan: the other
+# probes' own instructions and accesses would be in its counts.
+PLUGIN_PROBES = ("insns", "lines")
+
 # The probe list of a clean run: nothing attached (guest/run-plan.sh checks).
 NO_PROBES = "none"
 
@@ -321,7 +336,7 @@ def probe_names(text: Optional[str]) -> List[str]:
     if text == NO_PROBES:
         return []
     names = text.split(",") if text else list(DEFAULT_PROBES)
-    for alone in ("insns",):
+    for alone in PLUGIN_PROBES:
         if alone in names and len(names) > 1:
             raise LabError(f"the {alone} probe runs alone: the other probes' own instructions "
                            f"would be in its counts (asked: {','.join(names)})")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError, repo_dir, say, work_dir
-from schedlab.measuring import icount, parsers
+from schedlab.measuring import icount, linecount, parsers
 from schedlab.measuring import probes as probemod
 from schedlab.measuring import workloads as workmod
 
@@ -205,7 +205,7 @@ def parse_run(d: Path, w: workmod.Workload,
     except ValueError:
         secs = 0.0
     if clean:
-        return _clean_run(d, metrics, problems, secs)
+        return _clean_run(d, metrics, problems, secs, probes_used)
     probe_out = _read(d, "probe.txt")
     parsed = probemod.Parsed(parsers.bpftrace_maps(probe_out), secs, probe_out,
                              _read(d, "latency.txt"),
@@ -255,16 +255,24 @@ def watch_problems(watch: Sequence[str]) -> List[str]:
 
 
 def _clean_run(d: Path, metrics: Dict[str, parsers.Metric], problems: List[str],
-               secs: float) -> Run:
+               secs: float, probes_used: Sequence[str] = ()) -> Run:
     watch = _lines(d, "watch.txt")
     problems = problems + watch_problems(watch)
+    notes = _lines(d, "notes.txt")
+    if "lines" in probes_used:
+        # Counted by a qemu plugin outside the guest (linecount.py).
+        parsed = probemod.Parsed({}, secs, "", lines_out=_read(d, linecount.OUT))
+        probemod.parse(["lines"], parsed)
+        metrics.update(parsed.metrics)
+        problems += parsed.problems
+        notes += parsed.notes
     try:
         metrics.update(parsers.proc_stat_busy(_read(d, "stat-before.txt"),
                                               _read(d, "stat-after.txt")))
     except ValueError as exc:
         problems.append(str(exc))
     return Run(complete=not problems, problems=sorted(set(problems)),
-               notes=_lines(d, "notes.txt"), seconds=secs,
+               notes=notes, seconds=secs,
                command=_read(d, "command.txt").strip(),
                metrics={k: m.__dict__ for k, m in metrics.items()},
                raw={"workload": _read(d, "workload.txt")[-4000:]}, watch=watch)
