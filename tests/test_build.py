@@ -176,3 +176,30 @@ def test_a_host_kernel_is_named_by_its_variant_and_sources():
     i = edits.index("LOCALVERSION")
     assert edits[i + 1] == "-schedlab-patched-01234567"
     assert edits[edits.index("--disable") + 1] == "LOCALVERSION_AUTO"
+
+
+def test_a_build_waiting_for_the_tree_leaves_the_running_builds_log(tmp_path, monkeypatch):
+    import contextlib
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    monkeypatch.setattr(b, "log_dir", lambda: logs)
+    monkeypatch.setattr(b, "build_dir_for", lambda *a: tmp_path / "bdir")
+    log = logs / "build-t-base-lab-x86_64.log"
+    log.write_text("the running build's output\n")
+    seen = []
+
+    class Tree:
+        key, path = "t", tmp_path
+
+        @contextlib.contextmanager
+        def locked(self, what):
+            seen.append(log.read_text())     # what the log holds when the lock is ours
+            yield
+
+        def checkout(self, commit):
+            raise LabError("stop here")
+
+    with pytest.raises(LabError, match="stop here"):
+        b.build(Tree(), "base", "c1")
+    assert seen == ["the running build's output\n"] and log.read_text() == ""

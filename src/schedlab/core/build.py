@@ -278,8 +278,10 @@ def build(tree: Tree, variant: str, commit: str, config: str = "lab",
             "fragments): not rebuilt")
         return done
     log = log_dir() / f"build-{tree.key}-{variant}-{config}-{arch.name}.log"
-    log.write_text("")
     with tree.locked(f"build {variant}/{config}"):
+        # Cleared once the tree is ours: a build waiting for the lock must
+        # not empty the log of the one that holds it.
+        log.write_text("")
         tree.checkout(commit)
         say(f"  tree {tree.path} at {commit[:12]} ({variant}), build folder {bdir}")
         say(f"  full log: {log}")
