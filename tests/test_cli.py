@@ -124,6 +124,8 @@ BAD_INPUT = [
     (["measure", "--label", "x", "--probe", "lines"], "needs --accel icount"),
     (["ab", "--probe", "lines,swb", "--accel", "icount"], "runs alone"),
     (["lines-proof", "--rounds", "5"], "at least 10"),
+    (["measure", "--label", "x", "--host", "--probe", "lines"], "runs only in the VM"),
+    (["ab", "--probe", "lines", "--accel", "icount", "-t", "4x4x8"], "at most 64"),
     (["lines-proof", "-t", "4x4x8"], "at most 64"),
     (["lines-proof", "-t", "smt9"], "unknown topology"),
     (["run", "-t", "smt9"], "unknown topology"),

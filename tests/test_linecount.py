@@ -105,7 +105,7 @@ def test_calls_nest_and_count_their_callees(replay):
           "I 0 3\nR 0 1000\n")
     calls, _ = play(replay, ev)
     inner, outer = calls
-    assert (inner.func, inner.level, inner.counts["insns"]) == (2, 2, 5)
+    assert (inner.func, inner.key, inner.counts["insns"]) == (2, 2, 5)
     assert (outer.func, outer.counts["insns"], outer.counts["loads"]) == (1, 18, 2)
     assert inner.counts["xfer_smt"] == outer.counts["xfer_smt"] == 1
 
@@ -122,15 +122,61 @@ def test_a_return_past_a_frame_loses_it_and_another_stack_closes_nothing(replay)
     assert calls == []
 
 
+def test_a_tail_call_returns_with_its_caller(replay):
+    # update_sd_lb_stats() jumps to its reuse instance: one slot, both close.
+    calls, totals = play(replay, "E 0 4 -1 1000\nE 0 2 -1 900\nE 0 3 -1 900\nR 0 900\n"
+                                 "R 0 1000\n")
+    assert [c.func for c in calls] == [3, 2, 4] and totals["lost"] == 0
+
+
+def test_a_locked_read_modify_write_is_one_request(replay):
+    # vCPU 1 takes the line vCPU 0 wrote with a locked add: one
+    # invalidation, no fetch beside it; a plain load and store is two.
+    c = one(replay, "S 0 5\nE 1 0 -1 8\nL 1 5 atomic\nS 1 5 atomic\nR 1 8\n")
+    assert (c["xfer_smt"], c["inval_smt"], c["atomics"]) == (0, 1, 1)
+    c = one(replay, "S 0 5\nE 1 0 -1 8\nL 1 5\nS 1 5\nR 1 8\n")
+    assert (c["xfer_smt"], c["inval_smt"]) == (1, 1)
+
+
 def test_a_user_call_counts_no_kernel_access_and_no_kernel_instruction(replay):
     c = one(replay, "E 0 0 -1 8 user\nI 0 4 user\nI 0 100\nL 0 1 user\nS 2 1\n"
                     "L 0 1\nL 0 1 user\nR 0 8\n")
     assert c["insns"] == 4 and c["loads"] == 2 and c["xfer_llc"] == 0
 
 
+def test_a_mark_stored_inside_a_keyed_call_keys_it(replay):
+    # sched_balance_rq() stores its mark after its own entry: it and the
+    # calls after the mark are keyed by it; a call not keyed stays so.
+    calls, _ = play(replay, "E 0 1 -2 1000\nK 0 9\nE 0 2 9 900\nR 0 900\nR 0 1000\n"
+                            "E 0 3 -1 800\nK 0 4\nR 0 800\n")
+    assert [(c.func, c.key) for c in calls] == [(2, 9), (1, 9), (3, -1)]
+
+
 def test_records_carry_the_epoch(replay):
     calls, totals = play(replay, "M\nE 0 0 -1 8\nR 0 8\nM\nM\nE 1 0 -1 8\nR 1 8\n")
     assert [c.epoch for c in calls] == [1, 3] and totals["epochs"] == 3
+
+
+@pytest.mark.parametrize("hexbytes,kind", [
+    ("f0 48 0f c1 07", "atomic"),        # lock xadd
+    ("f0 0f b1 17", "atomic"),           # lock cmpxchg
+    ("48 87 07", "atomic"),              # xchg with memory: locked without a prefix
+    ("48 87 c7", ""),                    # xchg of two registers
+    ("0f b1 17", ""),                    # cmpxchg without lock (this_cpu_cmpxchg)
+    ("e8 00 00 00 00", "call"),
+    ("ff d0", "call"),                   # call *%rax
+    ("ff 15 00 00 00 00", "call"),       # call *mem
+    ("ff e0", ""),                       # jmp *%rax
+    ("2e e8 00 00 00 00", "call"),       # a prefixed call (retpoline thunks)
+    ("c3", "ret"), ("f3 c3", "ret"), ("c2 08 00", "ret"),
+    ("f3 0f 1e fa", ""),                 # endbr64
+    ("48 89 07", ""),                    # a plain store
+])
+def test_an_instructions_kind_comes_from_its_bytes(replay, hexbytes, kind):
+    proc = subprocess.run([str(replay)], input=f"X {hexbytes}\n", capture_output=True,
+                          text=True, check=True)
+    got = int(proc.stdout.split()[1])
+    assert {"": 0, "call": 1, "ret": 2, "atomic": 4}[kind] == got
 
 
 def test_a_bad_event_is_refused(replay):
@@ -216,15 +262,21 @@ def test_the_lines_probe_is_alone_clean_and_under_icount(tmp_path):
     assert "LINES_MARK=''\n" in (other / "plan.env").read_text()
 
 
-def test_the_runner_marks_each_window_and_the_run_reads_its_lines(tmp_path, monkeypatch):
+def _lines_plan(tmp_path, marker_script: str):
+    """A two-run plan of the lines probe whose marker is MARKER_SCRIPT."""
     w = workmod.Workload("fake", "echo Time: 1.5", parsers.hackbench, (), "a fake workload",
                          timed=False)
     plan = planmod.Plan((w,), ("lines",), runs=2, seconds=1, accel="icount")
     d = planmod.write(plan, tmp_path / "plan")
-    marks = tmp_path / "marks"
     marker = tmp_path / "mark.sh"
-    marker.write_text(f"#!/bin/sh\necho \"$1\" >> {marks}\n")
+    marker.write_text(marker_script)
     marker.chmod(0o755)
+    return plan, d, marker
+
+
+def test_the_runner_marks_each_window_and_the_run_reads_its_lines(tmp_path, monkeypatch):
+    marks = tmp_path / "marks"
+    plan, d, marker = _lines_plan(tmp_path, f"#!/bin/sh\necho \"$1\" >> {marks}\n")
     tracefs = tmp_path / "tracing"
     tracefs.mkdir()
     (tracefs / "current_tracer").write_text("nop\n")
@@ -259,6 +311,7 @@ def test_the_runner_marks_each_window_and_the_run_reads_its_lines(tmp_path, monk
     first, second = resmod.collect("x", out, plan.workloads, 2, resmod.Setting(topology="t"),
                                    "icount")
     assert first.complete, first.problems
+    assert first.notes == []
     assert first.metrics["should_we_balance lines moved per call, mean (MC)"]["value"] == 1
     assert first.metrics["should_we_balance lines moved per call, mean (MC, busy)"]["value"] == 1
     assert not second.complete and "no counted call" in " ".join(second.problems)
@@ -270,3 +323,53 @@ def test_the_estimate_allows_for_the_plugin():
                               accel="icount")
     lines = planmod.make_plan("stress-100", "lines", runs=2, seconds=5, accel="icount")
     assert measure.estimate_seconds(lines) == 3 * measure.estimate_seconds(plain)
+
+
+def test_a_qemu_that_refuses_version_1_plugins_is_named_before_any_build(monkeypatch):
+    monkeypatch.setattr(lc, "qemu_version", lambda: (9, 2))
+    with pytest.raises(LabError, match="qemu 9.2 loads only plugins of API version 2"):
+        lc.check_request("smt8")
+    monkeypatch.setattr(lc, "qemu_version", lambda: None)
+    with pytest.raises(LabError, match="needs qemu-system-x86_64"):
+        lc.check_request("smt8")
+    monkeypatch.setattr(lc, "qemu_version", lambda: (7, 2))
+    assert lc.check_request("smt8-64").cpus == 64
+
+
+def test_the_notes_say_what_the_counts_may_miss():
+    from schedlab.measuring.probe_parsers import Parsed
+    row = {"calls": 2, "full": 1, "transfers": {"mean": 1.0, "median": 1.0}}
+    data = {"epoch": 1, "plugin": {"lost": 3},
+            "functions": {"should_we_balance": {"MC": row, "MC, busy": row}}}
+    p = Parsed({}, 5.0, "", lines_out=json.dumps(data))
+    lc.parse_probe(p)
+    assert p.problems == []
+    assert any("3 call(s) of the whole boot" in n for n in p.notes)
+    assert any(n.startswith("lines: 1 call(s) of the window touched more") for n in p.notes)
+    empty = Parsed({}, 5.0, "", lines_out="")
+    lc.parse_probe(empty)
+    assert "no lines.json" in empty.problems[0]
+
+
+def test_a_failed_marker_moves_no_epoch_and_spoils_its_run(tmp_path):
+    # The marker fails its first call only.
+    _, d, marker = _lines_plan(tmp_path, f"#!/bin/sh\n[ -e {tmp_path}/once ] && exit 0\n"
+                                         f": > {tmp_path}/once\nexit 1\n")
+    env = (d / "plan.env").read_text().replace(str(lc.proof_program()), str(marker))
+    for old, new in ((planmod.TRACEFS, tmp_path), (planmod.KPROBES_LIST, tmp_path / "kp"),
+                     (planmod.KNOB_DIR, tmp_path / "sched")):
+        env = env.replace(str(old), str(new))
+    (d / "plan.env").write_text(env)
+    out, proc = _run_plan(tmp_path, d)
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "fake-0" / lc.EPOCH).exists()
+    assert "marker failed at the window's open" in (out / "fake-0" / "problems.txt").read_text()
+    assert (out / "fake-1" / lc.EPOCH).read_text() == "2\n"
+
+
+def test_a_build_without_the_marker_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(lc, "symbols", lambda b: {"should_we_balance": (0xffffffff81000000, 9),
+                                                 "_end": (0xffffffff83000000, 0)})
+    monkeypatch.setattr(lc, "run", lambda *a, **k: type("R", (), {"stdout": ""})())
+    with pytest.raises(LabError, match="no sched_lab_level_mark"):
+        lc.kernel_counted(tmp_path / "vmlinux", 0)

@@ -12,13 +12,19 @@ from schedlab.cliargs import (VARIANTS, Sub, add_online, add_plan_opts, add_tree
 from schedlab.core.util import say
 from schedlab.measuring import ab as abmod
 from schedlab.measuring import compare as comparemod
-from schedlab.measuring import lineproof
+from schedlab.measuring import linecount, lineproof
 from schedlab.measuring import measure as measuremod
 from schedlab.measuring import results as resmod
 from schedlab.measuring.plan import KNOB_DIR
 
 
+def _lines_checked(args: argparse.Namespace, host: bool = False) -> None:
+    if "lines" in (args.probe or "").split(","):
+        linecount.check_request(args.topology, host)
+
+
 def cmd_measure(args: argparse.Namespace) -> int:
+    _lines_checked(args, args.host)
     plan = plan_request(args, args.knob)
     if args.host:
         runs = measuremod.measure_on_host(args.label, plan, args.variant, args.timeout,
@@ -103,6 +109,7 @@ def add_compare(sub: Sub) -> None:
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    _lines_checked(args)
     req = abmod.AbRequest(tree_spec(args), plan_request(args), args.topology,
                           tuple(abmod.parse_arms(args.arm, args.topic, args.per_patch)),
                           args.label or f"ab-{args.topology}", args.boots, args.fresh,
@@ -158,7 +165,11 @@ def cmd_lines_proof(args: argparse.Namespace) -> int:
 def add_lines_proof(sub: Sub) -> None:
     s = command(sub, "lines-proof", cmd_lines_proof, "prove the lines probe's plugin: guest "
                 "programs whose cache-line traffic is known (a ping-pong at each distance, "
-                "own lines, false sharing, atomics), each count checked", """
+                "own lines, false sharing, padded counters, atomics), each count checked. "
+                "Builds the base kernel with the icount config and the measurement series "
+                "if it is not built (minutes from ccache), then boots each topology under "
+                "single-thread TCG with the plugin (about 2 minutes each); proof.json is "
+                "rewritten, the plugin's raw records go to work/lines-proof/TIME/", """
 ./schedlab lines-proof                          # smt4-numa and 2x2x2, 1000 rounds
 ./schedlab lines-proof -t smt8 --rounds 200
 ./schedlab lines-proof --label results/lines-proof   # the record kept in the checkout""")
@@ -167,7 +178,7 @@ def add_lines_proof(sub: Sub) -> None:
     g.add_argument("--topology", "-t", action="append", metavar="TOPOLOGY",
                    help="preset or SxCxT[:numa], at most 64 CPUs (repeatable; default "
                         + " and ".join(lineproof.TOPOLOGIES) + ": every distance)")
-    g.add_argument("--rounds", type=positive_int, default=1000, metavar="N",
+    g.add_argument("--rounds", type=int, default=1000, metavar="N",
                    help="round trips of each program (default 1000; at least 10)")
     g.add_argument("--label", type=label_arg, help="where proof.json goes (default "
                    "work/results/lines-proof; --label results/NAME keeps it in the checkout)")

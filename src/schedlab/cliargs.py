@@ -257,7 +257,8 @@ def add_plan_opts(p: argparse.ArgumentParser) -> None:
              commands=True)
     g.add_argument("--accel", default="auto", choices=vm.ACCELS,
                    help="icount: one host thread, the guest clock counting instructions "
-                        "(for the *-cost probes); default KVM where it works, else TCG")
+                        "(for the *-cost, insns and lines probes); default KVM where it works, "
+                        "else TCG")
 
 
 def plan_request(args: argparse.Namespace, knobs: Optional[List[str]] = None) -> planmod.Plan:

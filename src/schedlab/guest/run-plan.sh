@@ -409,13 +409,18 @@ check_into() {
 
 # The lines probe's window (measuring/linecount.py): each call of the
 # marker starts the next epoch of the qemu plugin, which its records carry;
-# the epoch of a run's window goes into its folder (D, at the opening mark).
+# the epoch of run folder D's window goes into D when it opens (WHAT: open
+# or close).  A marker that fails moves no epoch, and makes the run invalid.
 MARKS=0
 lines_mark() {
+	local d=$1 what=$2
 	[ -n "$LINES_MARK" ] || return 0
-	"$LINES_MARK" mark
+	if ! "$LINES_MARK" mark < /dev/null 3<&-; then
+		echo "the lines probe's marker failed at the window's $what" >> "$d/problems.txt"
+		return 0
+	fi
 	MARKS=$(( MARKS + 1 ))
-	[ -z "${1:-}" ] || echo "$MARKS" > "$1/lines-epoch.txt"
+	[ "$what" = close ] || echo "$MARKS" > "$d/lines-epoch.txt"
 }
 
 # A clean run: the workload alone, the runner's checks before it, every
@@ -428,12 +433,12 @@ run_clean() {
 		i=$(( i + 1 )); check_into "$d/watch.txt" "during $i"; done ) 3<&- &
 	wp=$!
 	head -1 /proc/stat > "$d/stat-before.txt"
-	lines_mark "$d"
+	lines_mark "$d" open
 	S=$(date +%s.%N)
 	(timeout -k 10 "$LIMIT" bash -c "$cmd") > "$d/workload.txt" 2>&1 < /dev/null 3<&-
 	echo $? > "$d/status.txt"
 	echo "$(date +%s.%N) $S" | awk '{print $1 - $2}' > "$d/seconds.txt"
-	lines_mark
+	lines_mark "$d" close
 	head -1 /proc/stat > "$d/stat-after.txt"
 	touch "$d/watch.stop"
 	pkill -P "$wp" sleep 2> /dev/null

@@ -10,6 +10,7 @@ Detail: docs/modules.md, section measuring/linecount.py.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import subprocess
 from dataclasses import dataclass
@@ -58,13 +59,49 @@ FIELDS = ("insns", "loads", "stores", "atomics", "lines",
 _CFLAGS = ["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Werror"]
 
 
+# The last qemu that loads plugins of API version 1 (qemu 5.2 to 8.1).
+QEMU_LAST_V1 = (8, 1)
+QEMU = "qemu-system-x86_64"
+
+
+def qemu_version() -> Optional[Tuple[int, int]]:
+    """This machine's qemu-system-x86_64 as (major, minor), None without one."""
+    try:
+        out = subprocess.run([QEMU, "--version"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"version (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def check_request(topology: str, host: bool = False) -> topomod.Topology:
+    """The lines probe's refusals, before anything is fetched or built."""
+    if host:
+        raise LabError("the lines probe runs only in the VM: a qemu plugin counts it, "
+                       "outside the guest (no --host)")
+    topo = topomod.parse_topology(topology)
+    if topo.cpus > MAX_VCPUS:
+        raise LabError(f"the lines probe: {topo.spec()} has {topo.cpus} CPUs; the plugin "
+                       f"holds at most {MAX_VCPUS} (a 64-bit mask of holders per line)")
+    version = qemu_version()
+    if version is None:
+        raise LabError(f"the lines probe needs {QEMU} (Debian: qemu-system-x86)")
+    if version > QEMU_LAST_V1:
+        raise LabError(f"the lines probe: qemu {version[0]}.{version[1]} loads only plugins "
+                       "of API version 2 or later; its plugin is version 1 (qemu 5.2 to "
+                       "8.1, Debian 12's 7.2)")
+    return topo
+
+
 # ------------------------------------------------------------------ the programs
 
 
 def _compile(name: str, sources: Sequence[str], flags: Sequence[str],
              dest: Optional[Path] = None) -> Path:
     srcs = [package_file(s) for s in sources]
-    deps = srcs + [package_file("qemu/coherence.h"), package_file("qemu/qemu_plugin_v1.h")]
+    deps = srcs + [package_file(f"qemu/{h}") for h in ("coherence.h", "x86insn.h",
+                                                       "qemu_plugin_v1.h")]
     out = dest or work_dir() / "tools" / name
     if out.is_file() and all(out.stat().st_mtime >= s.stat().st_mtime for s in deps):
         return out
@@ -78,13 +115,14 @@ def _compile(name: str, sources: Sequence[str], flags: Sequence[str],
 
 def plugin(dest: Optional[Path] = None) -> Path:
     """The plugin, compiled into work/tools/ when a source is newer."""
-    return _compile("linecount.so", ("qemu/linecount.c", "qemu/coherence.c"),
+    return _compile("linecount.so", ("qemu/linecount.c", "qemu/coherence.c", "qemu/x86insn.c"),
                     ("-fPIC", "-shared", "-fvisibility=hidden"), dest)
 
 
 def replay_tool(dest: Optional[Path] = None) -> Path:
     """cohreplay: the directory on a recorded trace (the tests)."""
-    return _compile("cohreplay", ("qemu/cohreplay.c", "qemu/coherence.c"), (), dest)
+    return _compile("cohreplay", ("qemu/cohreplay.c", "qemu/coherence.c", "qemu/x86insn.c"), (),
+                    dest)
 
 
 def proof_program(dest: Optional[Path] = None) -> Path:
@@ -141,6 +179,9 @@ def kernel_counted(vmlinux: Path, mark: int) -> Counted:
         raise LabError("lines: should_we_balance is not out of line in this vmlinux "
                        "(the measurement series keeps it so)")
     level = syms.get(LEVEL_SYMBOL, (0, 0))
+    if not level[1]:
+        raise LabError(f"lines: no {LEVEL_SYMBOL} in {vmlinux}: a build without the "
+                       "measurement series' marker (patches/measure) keys no balance")
     if level[0] % 64 or level[1] % 64:
         raise LabError(f"lines: {LEVEL_SYMBOL} is not rows of 64-byte lines in {vmlinux}")
     end = run(["nm", str(vmlinux)], capture=True).stdout
@@ -168,8 +209,11 @@ def qemu_opts(plugin_so: Path, counted: Counted, topo_file: Path, out: Path) -> 
 
 @dataclass(frozen=True)
 class Call:
+    """One call's record.  KEY: the marker's byte when the call returned
+    (4 * level + idle type), -1 for a function not keyed, -2 before the
+    vCPU's first balance; EPOCH: the window it returned in."""
     func: int
-    level: int
+    key: int
     vcpu: int
     epoch: int
     counts: Dict[str, int]
@@ -202,11 +246,13 @@ def _stats(values: List[float]) -> Dict[str, float]:
 
 
 def keys_of(mark: int, levels: Dict[int, str]) -> Tuple[str, ...]:
-    """The keys a call is summarized under, from its mark: its domain
+    """The keys a call is summarized under, from its key: its domain
     ("MC") and its domain with the balance's idle type ("MC, busy"); "all"
     for a function whose calls are not keyed."""
-    if mark < 0:
+    if mark == -1:
         return ("all",)
+    if mark < 0:
+        return ("unmarked",)        # keyed, but before the vCPU's first balance
     name = levels.get(mark // 4, f"level {mark // 4}")
     idle = mark % 4
     return (name, f"{name}, {IDLE_TYPES[idle] if idle < len(IDLE_TYPES) else idle}")
@@ -219,7 +265,7 @@ def summary(calls: Iterable[Call], names: Sequence[str],
     groups: Dict[Tuple[str, str], List[Call]] = {}
     for c in calls:
         base = names[c.func].split(".", 1)[0]
-        for key in keys_of(c.level, levels):
+        for key in keys_of(c.key, levels):
             groups.setdefault((base, key), []).append(c)
     out: Dict[str, Dict[str, dict]] = {}
     for (func, level), cs in sorted(groups.items()):
@@ -320,4 +366,10 @@ def parse_probe(p: "Parsed") -> None:
         p.metrics[name] = Metric(value, unit, "count", False)
     lost = data.get("plugin", {}).get("lost", 0)
     if lost:
-        p.notes.append(f"lines: {lost} call(s) of the boot left without their return seen")
+        p.notes.append(f"lines: {lost} call(s) of the whole boot left without their return "
+                       "seen")
+    full = sum(row.get("full", 0) for levels in data.get("functions", {}).values()
+               for key, row in levels.items() if ", " not in key)
+    if full:
+        p.notes.append(f"lines: {full} call(s) of the window touched more distinct lines than "
+                       "the plugin tells apart (2048): their distinct lines are a floor")

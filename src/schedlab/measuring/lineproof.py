@@ -138,11 +138,8 @@ class ProofRequest:
         if self.rounds < 10:
             raise LabError(f"lines-proof: --rounds {self.rounds}: at least 10 (a proof may "
                            f"be off by {SLACK} lines)")
-        topos = [topomod.parse_topology(t) for t in self.topologies]
+        topos = [lc.check_request(t) for t in self.topologies]
         for t in topos:
-            if t.cpus > lc.MAX_VCPUS:
-                raise LabError(f"lines-proof: {t.spec()} has {t.cpus} CPUs; the plugin "
-                               f"holds at most {lc.MAX_VCPUS}")
             if t.cpus < 2:
                 raise LabError(f"lines-proof: {t.spec()} has one CPU: nothing can move")
         return topos

@@ -54,7 +54,8 @@ def estimate_seconds(plan: Plan, accel: str = "tcg") -> float:
     warm = {True: per[True] - plan.seconds + planmod.warmup_seconds(plan.seconds),
             False: per[False]}
     # The lines probe's plugin sees every access of the boot: 2.4 times the
-    # wall time of the same plan without it (docs/results/cacheline-cost.md).
+    # wall time of the same plan without it (docs/results/cacheline-cost.md),
+    # 3 with a margin.
     slow = 3 if "lines" in plan.probes else 1
     return slow * (start + sum((per[w.timed] + w.overhead) * plan.runs
                                + ((warm[w.timed] + w.overhead) if plan.warmed(w.name) else 0)

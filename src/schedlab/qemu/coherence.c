@@ -149,6 +149,12 @@ void coh_access(int vcpu, uint64_t key, unsigned int flags)
 		}
 		l->holders = me;
 		l->writer = vcpu;
+	} else if (flags & COH_ATOMIC) {
+		/*
+		 * The load of a locked read-modify-write: one request for the
+		 * line, which its store counts (an invalidation of the others'
+		 * copies).
+		 */
 	} else {
 		if (!(l->holders & me)) {
 			/* Not the writer: a writer holds its line until another store. */
@@ -235,7 +241,8 @@ static void emit(int vcpu, struct frame *fr)
 
 /*
  * The load of a return address at SLOT: it closes the frame whose call
- * stored it.  Frames opened below it on the same stack (lower addresses,
+ * stored it, and those of the functions it jumped to in tail calls, which
+ * share its slot.  Frames opened below it on the same stack (lower addresses,
  * less than a stack's size away) that are still open were left without
  * their return being seen: lost.  A return on another stack (an interrupt's)
  * closes nothing.
@@ -249,8 +256,21 @@ void coh_return(int vcpu, uint64_t slot)
 		cpu->depth--;
 		coh_lost++;
 	}
-	if (cpu->depth && cpu->frames[cpu->depth - 1].slot == slot)
+	/* A function a call jumped to (a tail call) shares its caller's slot. */
+	while (cpu->depth && cpu->frames[cpu->depth - 1].slot == slot)
 		emit(vcpu, &cpu->frames[--cpu->depth]);
+}
+
+/*
+ * A balance stores its mark after its own entry (sched_balance_rq()) but
+ * before it calls anything counted: the mark keys the innermost call.
+ */
+void coh_mark(int vcpu, int mark)
+{
+	struct vcpu *cpu = &vcpus[vcpu];
+
+	if (cpu->depth && cpu->frames[cpu->depth - 1].level != -1)
+		cpu->frames[cpu->depth - 1].level = mark;
 }
 
 void coh_epoch(void)

@@ -12,7 +12,9 @@
  *
  * Each is classed by the distance between the two vCPUs in the guest's
  * topology, for an invalidation the farthest holder's.  A load of a line
- * nobody wrote since the start is a cold miss, not a transfer.
+ * nobody wrote since the start is a cold miss, not a transfer.  A locked
+ * read-modify-write (which single-thread TCG runs as a load and a store)
+ * is one request: its load counts nothing, its store as any store.
  *
  * Calls: coh_enter() opens a frame on a vCPU, coh_return() closes it when
  * the load of its return address comes; every access and instruction of
@@ -68,10 +70,13 @@ enum coh_dist coh_distance(int a, int b);
 void coh_access(int vcpu, uint64_t line, unsigned int flags);
 /* N instructions ran on VCPU, in user mode or not. */
 void coh_insns(int vcpu, uint64_t n, int user);
-/* COUNTED: instructions already counted (coh_insns) that are the call's. */
+/* COUNTED: instructions already counted (coh_insns) that are the call's;
+ * LEVEL: the call's key, -1 for a call not keyed by the marks. */
 void coh_enter(int vcpu, int func, int level, uint64_t slot, uint64_t counted,
 	       int user);
 void coh_return(int vcpu, uint64_t slot);
+/* A mark stored on VCPU: the key of its innermost call, if that is keyed. */
+void coh_mark(int vcpu, int mark);
 void coh_epoch(void);
 void coh_finish(void);
 /* Totals, for the summary line. */

@@ -11,6 +11,8 @@
  *   R VCPU SLOT              a return loads SLOT
  *   I VCPU N [user]          N instructions ran (in user mode)
  *   M                        the next epoch
+ *   K VCPU MARK              a mark stored (keys the innermost keyed call)
+ *   X HEXBYTES               prints x86_kind() of an instruction's bytes
  *
  * and writes the calls' records to standard output, as the plugin does.
  */
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "coherence.h"
+#include "x86insn.h"
 
 static unsigned int flag(const char *s)
 {
@@ -43,6 +46,20 @@ int main(void)
 			    v != n || n == COH_MAX_VCPUS)
 				goto bad;
 			place[n++] = (struct coh_place){ f, l, c };
+			continue;
+		}
+		if (line[0] == 'X') {	/* needs no vCPU */
+			uint8_t b[16];
+			size_t nb = 0;
+			unsigned int byte;
+			char *p = line + 1;
+			int used;
+
+			while (nb < sizeof(b) && sscanf(p, " %2x%n", &byte, &used) == 1) {
+				b[nb++] = byte;
+				p += used;
+			}
+			printf("kind %u\n", x86_kind(b, nb));
 			continue;
 		}
 		if (!started) {
@@ -79,6 +96,11 @@ int main(void)
 		case 'M':
 			coh_epoch();
 			break;
+		case 'K':
+			if (sscanf(line, "K %d %d", &v, &l) != 2 || v < 0 || v >= n)
+				goto bad;
+			coh_mark(v, l);
+			break;
 		case '#':
 		case '\n':
 			break;
@@ -86,6 +108,8 @@ int main(void)
 			goto bad;
 		}
 	}
+	if (!started && !n)
+		return 0;	/* instruction kinds only */
 	if (!started && coh_init(n, place, stdout))
 		goto bad;
 	coh_finish();

@@ -10,7 +10,9 @@
  *
  * func=ADDR:ID    a function's entry (hexadecimal guest virtual address) and
  *                 the number its calls are written with; ":L" keys its calls
- *                 by the mark last stored on the vCPU (-1 when not keyed).
+ *                 by the mark last stored on the vCPU, also one stored while
+ *                 the call is the vCPU's innermost (-1 when not keyed, -2
+ *                 before the vCPU's first mark).
  * level=ADDR:SIZE rows of 64 bytes, each a line: a store to byte K of a row
  *                 marks K on the storing vCPU (the measurement series
  *                 stores 4 * level + idle type before each balance); those
@@ -36,6 +38,7 @@
 #include <string.h>
 
 #include "coherence.h"
+#include "x86insn.h"
 #include "qemu_plugin_v1.h"
 
 SCHEDLAB_PLUGIN_EXPORT int qemu_plugin_version = 1;
@@ -43,10 +46,8 @@ SCHEDLAB_PLUGIN_EXPORT int qemu_plugin_version = 1;
 #define MAX_FUNCS	64
 #define ROW		64
 
-/* What an instruction is, kept in its callbacks' user data. */
-#define K_CALL		1u
-#define K_RET		2u
-#define K_ATOMIC	4u
+/* What an instruction is, kept in its callbacks' user data: x86insn.h's
+ * kinds and these. */
 #define K_APART		8u
 #define K_USER		16u
 
@@ -68,41 +69,6 @@ static uint64_t stack_top[COH_MAX_VCPUS];
 static FILE *out;
 static uint64_t io_skipped;
 
-/* The kind of an x86 instruction from its bytes. */
-static unsigned int decode(const uint8_t *b, size_t n)
-{
-	unsigned int k = 0;
-	size_t i = 0;
-
-	for (; i < n; i++) {
-		if (b[i] == 0xf0)
-			k |= K_ATOMIC;
-		else if (!strchr("\xf2\xf3\x2e\x36\x3e\x26\x64\x65\x66\x67", b[i]) || !b[i])
-			break;
-	}
-	if (i < n && (b[i] & 0xf0) == 0x40)	/* REX */
-		i++;
-	if (i >= n)
-		return k;
-	switch (b[i]) {
-	case 0xe8:
-		return k | K_CALL;
-	case 0xc2:
-	case 0xc3:
-		return k | K_RET;
-	case 0x86:
-	case 0x87:	/* xchg with memory is locked without a prefix */
-		if (i + 1 < n && (b[i + 1] >> 6) != 3)
-			k |= K_ATOMIC;
-		return k;
-	case 0xff:
-		if (i + 1 < n && ((b[i + 1] >> 3) & 7) == 2)
-			k |= K_CALL;
-		return k;
-	}
-	return k;
-}
-
 static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr,
 		   void *udata)
 {
@@ -113,6 +79,7 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
 
 	if (store && vaddr - level_addr < level_size) {
 		level[vcpu] = (vaddr - level_addr) % ROW;
+		coh_mark(vcpu, level[vcpu]);
 		return;
 	}
 	if ((k & K_CALL) && store)
@@ -154,6 +121,8 @@ static void on_entry(unsigned int vcpu, void *udata)
 static void on_mark(unsigned int vcpu, void *udata)
 {
 	coh_epoch();
+	/* What a killed qemu leaves is whole up to the last window. */
+	fflush(out);
 }
 
 static const struct func *func_at(uint64_t vaddr)
@@ -178,8 +147,8 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 	for (i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint64_t va = qemu_plugin_insn_vaddr(insn);
-		unsigned int k = decode(qemu_plugin_insn_data(insn),
-					qemu_plugin_insn_size(insn));
+		unsigned int k = x86_kind(qemu_plugin_insn_data(insn),
+					  qemu_plugin_insn_size(insn));
 		const struct func *f = func_at(va);
 
 		if (va >= apart_lo && va < apart_hi)
@@ -298,8 +267,9 @@ SCHEDLAB_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 			info->system.max_vcpus, COH_MAX_VCPUS);
 		return -1;
 	}
+	/* Keyed calls before a vCPU's first mark: -2. */
 	for (i = 0; i < COH_MAX_VCPUS; i++)
-		level[i] = -1;
+		level[i] = -2;
 	out = fopen(path, "w");
 	if (!out || read_topo(topo, info->system.max_vcpus)) {
 		fprintf(stderr, "linecount: cannot write %s, or %s is not one line per "
