@@ -366,6 +366,10 @@ def test_every_plan_measures_a_cost_probe_alone():
     with pytest.raises(LabError):
         planmod.Plan(pipeline.INTEGRATION.workloads, ("swb", "swb-cost"))
     assert "swb" in pipeline.INTEGRATION.probes and "latency" in pipeline.INTEGRATION.probes
+    # And the plugin probes' rules: alone, under icount (what make_plan refuses).
+    for plan in (pipeline.INTEGRATION, pipeline.ICOUNT_INTEGRATION):
+        probemod.probe_names(",".join(plan.probes))
+        assert plan.accel == "icount" or not set(plan.probes) & set(probemod.PLUGIN_PROBES)
 
 
 def test_a_workload_can_ask_for_a_longer_time_limit():

@@ -21,12 +21,13 @@ from schedlab.series import patchset
 # The measurement harness's integration test: a short plan, every probe but
 # the cost probes (each measured alone, under icount: ICOUNT_INTEGRATION).
 # The knob exercises --knob/--arm end to end (written, read back, restored).
-# Every probe but the cost probes and insns (both icount only, and alone),
-# and cycles and c2c, which need a PMU (TCG has none: the guest drops them with
-# a note).
+# Every probe but the cost probes and the plugin probes, insns and lines
+# (icount only, and alone), and cycles and c2c, which need a PMU (TCG has
+# none: the guest drops them with a note).
 INTEGRATION = planmod.Plan(tuple(workmod.plan_workloads("stress-50")),
                            tuple(n for n, p in probemod.PROBES.items()
-                                 if p.program != "cost" and n not in ("insns", "cycles", "c2c")),
+                                 if p.program != "cost"
+                                 and n not in (*probemod.PLUGIN_PROBES, "cycles", "c2c")),
                            runs=1, seconds=3,
                            knobs=(("newidle_cost_pct", "400"),))
 INTEGRATION_TOPOLOGY = "smt4"

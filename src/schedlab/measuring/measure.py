@@ -130,8 +130,8 @@ def measure_vm(label: str, image: Path, topo: topomod.Topology, plan: Plan,
     if "lines" in plan.probes:
         # The plugin sees every access from qemu's start: the counted
         # functions' entries and the markers are fixed addresses then.
-        if vmlinux is None:
-            raise LabError("the lines probe needs the build's vmlinux")
+        if vmlinux is None or plan.accel != "icount":
+            raise LabError("the lines probe needs the build's vmlinux and --accel icount")
         counted = linecount.kernel_counted(
             vmlinux, linecount.symbols(linecount.proof_program())["lines_mark"][0])
         qemu_extra = linecount.qemu_opts(linecount.plugin(), counted,
