@@ -75,3 +75,81 @@ def test_bad_requests_are_refused_before_any_build():
             lp.ProofRequest(None, (topo,), 100, None).checked()
     assert [t.cpus for t in lp.ProofRequest(None, lp.TOPOLOGIES, 100, None).checked()] == [
         16, 8]
+
+
+def test_the_idle_cpu_checks_reach_every_distance_and_the_cpu_itself():
+    numa = lp.idle_checks(topomod.PRESETS["smt4-numa"])
+    assert [(c.target, c.task, c.distance) for c in numa] == [
+        (1, "sleep", "smt"), (4, "sleep", "llc"), (8, "sleep", "node"),
+        (1, "spin", "smt"), (0, "none", "")]
+    assert numa[0].line() == f"idle {lp.IDLE_CALLS} 0 1 sleep"
+
+
+def _idle(n, **counts):
+    return [_call(0, **counts) for _ in range(n)]
+
+
+def test_a_switching_cpu_must_cost_a_line_at_its_distance_every_call():
+    chk = lp.IdleCheck("switching", 0, 4, "sleep", "llc")
+    assert lp.check_idle(chk, _idle(lp.IDLE_CALLS, xfer_llc=1)).passed
+    # One call that found the line still here fails it, as does the wrong distance.
+    calls = _idle(lp.IDLE_CALLS - 1, xfer_llc=1) + [_call(0)]
+    assert lp.check_idle(chk, calls).problems == ["1 call(s) fetched no line at llc"]
+    assert not lp.check_idle(chk, _idle(lp.IDLE_CALLS, xfer_node=1)).passed
+    assert lp.check_idle(chk, _idle(3, xfer_llc=1)).problems == [
+        f"3 call(s) counted, {lp.IDLE_CALLS} expected"]
+
+
+def test_a_cpu_checking_itself_moves_a_line_in_at_most_one_call_in_ten():
+    chk = lp.IdleCheck("itself", 0, 0, "none", "")
+    most = lp.IDLE_CALLS // 10
+    quiet = _idle(lp.IDLE_CALLS - most) + _idle(most, xfer_smt=1)
+    assert lp.check_idle(chk, quiet).passed
+    noisy = _idle(lp.IDLE_CALLS - most - 1) + _idle(most + 1, inval_llc=1)
+    assert lp.check_idle(chk, noisy).problems == [
+        f"{most + 1} call(s) moved a line, at most {most} expected"]
+    # A spinning target is reported, not checked.
+    spin = lp.IdleCheck("spinning", 0, 1, "spin", "smt")
+    out = lp.check_idle(spin, _idle(lp.IDLE_CALLS))
+    assert out.passed and out.counts["calls moving a line"] == 0
+
+
+def test_a_kernel_without_the_check_is_refused(monkeypatch, tmp_path):
+    monkeypatch.setattr(lc, "symbols", lambda _: {"idle_cpu": (0x10, 8)})
+    with pytest.raises(LabError, match="0 symbols sched_lab_idle_cpu"):
+        lp.idle_entry(tmp_path / "vmlinux")
+    monkeypatch.setattr(lc, "symbols", lambda _: {"sched_lab_idle_cpu.isra.0": (0x20, 8)})
+    assert lp.idle_entry(tmp_path / "vmlinux") == (0x20, "sched_lab_idle_cpu.isra.0", False)
+
+
+def test_one_boot_runs_without_kaslr_and_gives_the_kernel_calls_to_the_checks(
+        monkeypatch, tmp_path):
+    topo = topomod.parse_topology("2x1x1")
+    plist, checks = lp.proofs(topo), lp.idle_checks(topo)
+    user = {f"proof_{p.mode}": (0x1000 + 0x100 * i, 8) for i, p in enumerate(plist)}
+    user["lines_mark"] = (0x2000, 8)
+    monkeypatch.setattr(lc, "proof_program", lambda: tmp_path / "cohproof")
+    monkeypatch.setattr(lc, "plugin", lambda: tmp_path / "linecount.so")
+    monkeypatch.setattr(lc, "symbols", lambda b: (
+        user if b.name == "cohproof" else {"sched_lab_idle_cpu": (0xffffffff81000000, 8)}))
+    seen = {}
+
+    def boot(image, topo_, cmd, **kw):
+        seen.update(kw)
+        counted = sorted(set(user[f"proof_{p.mode}"][0] for p in plist)) + [0xffffffff81000000]
+        kernel = counted.index(0xffffffff81000000)
+        zero = " ".join("0" * len(lc.FIELDS))
+        rows = [f"{kernel} -1 0 {len(plist) + k + 1} {zero}"
+                for k in range(len(checks)) for _ in range(lp.IDLE_CALLS)]
+        (tmp_path / lc.RECORDS).write_text("\n".join(rows) + "\n")
+        return lp.vm.VmResult(0, "", "tcg", 1.0)
+
+    monkeypatch.setattr(lp.vm, "boot", boot)
+    req = lp.ProofRequest(None, ("2x1x1",), 10, tmp_path)
+    out = lp.run_one(req, tmp_path / "bzImage", tmp_path / "vmlinux", topo, tmp_path)
+    assert seen["kernel_args"] == lc.KERNEL_ARGS and "nokaslr" in lc.KERNEL_ARGS
+    idle = {o.proof: o for o in out[len(plist):]}
+    assert [o.counts["calls"] for o in idle.values()] == [lp.IDLE_CALLS] * len(checks)
+    # No line moved: the switching CPU's check fails, the CPU's own passes.
+    assert not idle["idle_cpu() of a switching CPU, xllc"].passed
+    assert idle["idle_cpu() of itself"].passed

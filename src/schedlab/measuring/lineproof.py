@@ -27,6 +27,10 @@ SCRIPT = "guest/lines-proof.sh"
 # of the LLC, another node (smt4-numa); another LLC of the node (2x2x2: QEMU
 # gives each socket an LLC of its own).
 TOPOLOGIES = ("smt4-numa", "2x2x2")
+# The kernel's check: the measurement series' function (patches/measure)
+# that calls idle_cpu() of a CPU the guest names, and how many calls a run.
+IDLE_FUNC = "sched_lab_idle_cpu"
+IDLE_CALLS = 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,38 @@ def proofs(topo: topomod.Topology) -> List[Proof]:
     return out
 
 
+@dataclass(frozen=True)
+class IdleCheck:
+    """CPU WRITER calls idle_cpu() of CPU TARGET through the kernel, IDLE_CALLS
+    times 10 ms apart, while TARGET runs TASK: 'sleep', a task that sleeps
+    and wakes each millisecond, so that TARGET writes its runqueue's first
+    line (curr, nr_running) between two checks; 'spin', one task that never
+    leaves its CPU; 'none', TARGET is WRITER itself.  Expected: after a
+    'sleep' TARGET, each call fetches at least one line at DISTANCE; for
+    itself, at most one call in ten moves a line; 'spin' is reported, not
+    checked (whether the line moves depends on what else writes it)."""
+    name: str
+    writer: int
+    target: int
+    task: str
+    distance: str
+
+    def line(self) -> str:
+        """The guest script's line: cohproof's mode and arguments."""
+        return f"idle {IDLE_CALLS} {self.writer} {self.target} {self.task}"
+
+
+def idle_checks(topo: topomod.Topology) -> List[IdleCheck]:
+    """A 'sleep' target at every distance the ping-pong reaches, a 'spin'
+    target at the nearest, and CPU 0 checking itself."""
+    out = [IdleCheck(f"idle_cpu() of a switching CPU, {p.distance}", 0, p.cpus[1], "sleep",
+                     p.distance) for p in proofs(topo) if p.mode == "pingpong"]
+    near = out[0]
+    return out + [IdleCheck(f"idle_cpu() of a spinning CPU, {near.distance}", 0,
+                            near.target, "spin", near.distance),
+                  IdleCheck("idle_cpu() of itself", 0, 0, "none", "")]
+
+
 @dataclass
 class Outcome:
     proof: str
@@ -126,6 +162,31 @@ def check(proof: Proof, rounds: int, calls: Sequence[lc.Call]) -> Outcome:
     return Outcome(proof.name, counts, want, problems)
 
 
+def check_idle(chk: IdleCheck, calls: Sequence[lc.Call]) -> Outcome:
+    """The counts of an idle_cpu() check's calls against its expectation."""
+    keys = [f"{k}_{d}" for k in ("xfer", "inval") for d in lc.DISTANCES]
+    counts = {k: sum(c.counts[k] for c in calls) for k in keys}
+    counts["calls"] = len(calls)
+    counts["calls moving a line"] = sum(c.transfers() > 0 for c in calls)
+    want: Dict[str, int] = {"calls": IDLE_CALLS}
+    problems = []
+    if len(calls) != IDLE_CALLS:
+        problems.append(f"{len(calls)} call(s) counted, {IDLE_CALLS} expected")
+    if chk.task == "sleep":
+        want[f"calls fetching at {chk.distance}"] = IDLE_CALLS
+        dry = sum(c.counts[f"xfer_{chk.distance}"] < 1 for c in calls)
+        counts[f"calls fetching at {chk.distance}"] = len(calls) - dry
+        if dry:
+            problems.append(f"{dry} call(s) fetched no line at {chk.distance}")
+    elif chk.task == "none":
+        most = IDLE_CALLS // 10
+        want["calls moving a line, at most"] = most
+        if counts["calls moving a line"] > most:
+            problems.append(f"{counts['calls moving a line']} call(s) moved a line, "
+                            f"at most {most} expected")
+    return Outcome(chk.name, counts, want, problems)
+
+
 @dataclass(frozen=True)
 class ProofRequest:
     tree: object                # a TreeSpec: the lab's icount build of its base is booted
@@ -145,25 +206,40 @@ class ProofRequest:
         return topos
 
 
-def run_one(req: ProofRequest, image: Path, topo: topomod.Topology,
+def idle_entry(vmlinux: Path) -> Tuple[int, str, bool]:
+    """The kernel's idle_cpu() check in VMLINUX, as a counted function."""
+    found = [(a, n) for n, (a, _) in lc.symbols(vmlinux).items()
+             if n.split(".", 1)[0] == IDLE_FUNC]
+    if len(found) != 1:
+        raise LabError(f"lines-proof: {len(found)} symbols {IDLE_FUNC} in {vmlinux}, one "
+                       "expected (the measurement series, patches/measure, adds it)")
+    return (found[0][0], found[0][1], False)
+
+
+def run_one(req: ProofRequest, image: Path, vmlinux: Path, topo: topomod.Topology,
             folder: Path) -> List[Outcome]:
-    """One boot: every proof of TOPO, each in an epoch of its own."""
+    """One boot: every proof of TOPO, then its idle_cpu() checks, each in an
+    epoch of its own."""
     plist = proofs(topo)
+    checks = idle_checks(topo)
     proof_bin = lc.proof_program()
     syms = lc.symbols(proof_bin)
+    kernel = idle_entry(vmlinux)
     funcs = tuple(sorted({(syms[f"proof_{p.mode}"][0], f"proof_{p.mode}", False)
-                          for p in plist}))
+                          for p in plist} | {kernel}))
     counted = lc.Counted(funcs, mark=syms["lines_mark"][0])
     records = folder / lc.RECORDS
     opts = lc.qemu_opts(lc.plugin(), counted, lc.write_topo(topo, folder / "lines-topo.txt"),
                         records)
-    lines = [f"{p.mode} {p.args(req.rounds)}" for p in plist]
+    lines = [f"{p.mode} {p.args(req.rounds)}" for p in plist] + [c.line() for c in checks]
     (folder / "proofs.txt").write_text("".join(ln + "\n" for ln in lines))
     cmd = f"bash {package_file(SCRIPT)} {proof_bin} {folder / 'proofs.txt'}"
     start = time.monotonic()
+    # The kernel's function is counted at its link address: no KASLR.
     res = vm.boot(image, topo, cmd, icount=True, tcg_single=True, qemu_extra=opts,
+                  kernel_args=lc.KERNEL_ARGS,
                   timeout=1800, rwdirs=[folder], log=folder / "console.txt")
-    say(f"  {topo.name or topo.spec()}: booted and ran {len(plist)} proofs in "
+    say(f"  {topo.name or topo.spec()}: booted and ran {len(lines)} proofs in "
         f"{time.monotonic() - start:.0f} s (exit {res.returncode})")
     if not records.is_file():
         raise LabError(f"lines-proof: the plugin wrote no records ({folder / 'console.txt'})")
@@ -173,6 +249,9 @@ def run_one(req: ProofRequest, image: Path, topo: topomod.Topology,
     for epoch, proof in enumerate(plist, 1):
         mine = [c for c in calls if c.epoch == epoch and names[c.func] == f"proof_{proof.mode}"]
         out.append(check(proof, req.rounds, mine))
+    for epoch, chk in enumerate(checks, len(plist) + 1):
+        out.append(check_idle(chk, [c for c in calls if c.epoch == epoch
+                                    and names[c.func] == kernel[1]]))
     if res.returncode != 0:
         out.append(Outcome("the boot", {}, {}, [f"the guest exited {res.returncode}"]))
     (folder / "plugin.json").write_text(json.dumps(totals) + "\n")
@@ -191,7 +270,7 @@ def run(req: ProofRequest) -> int:
     for t in topos:
         folder = raw / (t.name or t.spec().replace(":", "-"))
         folder.mkdir(parents=True)
-        outcomes = run_one(req, result.image, t, folder)
+        outcomes = run_one(req, result.image, result.build_dir / "vmlinux", t, folder)
         record[t.name or t.spec()] = [asdict(o) for o in outcomes]
         for o in outcomes:
             say(f"  {'passed' if o.passed else 'FAILED'}: {o.proof}"
