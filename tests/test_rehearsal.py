@@ -168,16 +168,22 @@ def test_the_throughput_pass_must_be_clean_with_checks_during_each_run(tmp_path)
 def test_each_pass_leaves_a_mail_under_80_columns(tmp_path):
     from schedlab.kit import reporttext
     req = rehearsal.RehearsalRequest(arms=("series", "swb-v7.3"))
+    model = "cost model of should_we_balance()\n    model, AMD EPYC Zen 4 (Genoa): 78 ns\n"
     for prefix in ("hw-tp", "hw"):
         (tmp_path / prefix).mkdir()
-        (tmp_path / prefix / reporttext.REPORT).write_text("swb-v7.3 against series\n")
+        (tmp_path / prefix / reporttext.REPORT).write_text("swb-v7.3 against series\n" + model)
     assert rehearsal.check_mail(tmp_path, req) == []
     (tmp_path / "hw" / reporttext.REPORT).write_text("x" * 80 + "\n")
     (tmp_path / "hw-tp" / reporttext.REPORT).unlink()
     assert rehearsal.check_mail(tmp_path, req) == [
         "the throughput pass: no report.txt",
         "the probes pass: report.txt has lines of 80 columns or more (line 1)",
+        "the probes pass: report.txt has no cost model's prediction beside funclatency",
         "the probes pass: report.txt has no swb-v7.3 against series"]
+    # The throughput pass runs no funclatency: no model there.
+    (tmp_path / "hw-tp" / reporttext.REPORT).write_text("swb-v7.3 against series\n")
+    (tmp_path / "hw" / reporttext.REPORT).write_text("swb-v7.3 against series\n" + model)
+    assert rehearsal.check_mail(tmp_path, req) == []
 
 
 def test_the_throughput_mail_has_every_percentile_of_schbench(tmp_path):
@@ -186,6 +192,7 @@ def test_the_throughput_mail_has_every_percentile_of_schbench(tmp_path):
                                      bench=("stress-100", "schbench-m2-t2"))
     rows = "".join(f"schbench-m2-t2: {m} (us, lower is better)\n"
                    for m in rehearsal.SCHBENCH_ROWS)
+    rows += "cost model of should_we_balance()\n    model, IBM POWER10: no prediction\n"
     for prefix in ("hw-tp", "hw"):
         (tmp_path / prefix).mkdir()
         (tmp_path / prefix / reporttext.REPORT).write_text("swb-v7.3 against series\n" + rows)

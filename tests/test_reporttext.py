@@ -76,3 +76,29 @@ def test_a_pair_without_runs_says_so(tmp_path):
                             None, {}, {}, {}, ["./schedlab", "hw"]).read_text()
     assert "no finished runs of both arms" in text and "no A/A margin" in " ".join(text.split())
     assert "no record of the machine" in text
+
+
+def _latency_runs(ns):
+    return [{"workload": "stress-100", "metrics": {
+        "should_we_balance mean time (funclatency)": {"value": v, "unit": "ns"}}} for v in ns]
+
+
+def test_the_probe_mail_sets_the_cost_model_beside_funclatency():
+    runs = {"series": _latency_runs([400, 600]), "swb-v7.3": _latency_runs([900, 1100])}
+    genoa = {"lscpu": "Architecture: x86_64\nModel name:   AMD EPYC 9654 96-Core Processor\n"}
+    text = "\n".join(reporttext.model_block(genoa, runs))
+    assert "cost model of should_we_balance(): a model, not a measurement" in text
+    assert "CPU: AMD EPYC 9654 96-Core Processor: AMD EPYC Zen 4 (Genoa)" in text
+    assert "funclatency mean: swb-v7.3 1,000 ns, series 500 ns, difference 500 ns" in text
+    model = [ln for ln in text.splitlines() if ln.startswith("    model, ")]
+    assert len(model) == 1 and model[0].startswith("    model, AMD EPYC Zen 4 (Genoa): swb-v7.3 ")
+    assert all(len(ln) < 80 for ln in text.splitlines())
+    # A CPU of no family: every family's line, POWER10's without a prediction.
+    other = "\n".join(reporttext.model_block({"lscpu": "Model name: QEMU TCG CPU\n"}, runs))
+    assert other.count("    model, ") == len(reporttext.costmodel.FAMILIES)
+    assert "model, IBM POWER10: no published latency, no prediction" in other
+    # Without both arms, or without funclatency (the throughput pass): nothing.
+    assert reporttext.model_block(genoa, {"series": runs["series"]}) == []
+    assert reporttext.model_block(genoa, {"series": [{"workload": "stress-100",
+                                                      "metrics": {}}],
+                                          "swb-v7.3": runs["swb-v7.3"]}) == []

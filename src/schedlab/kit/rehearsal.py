@@ -327,6 +327,11 @@ def check_mail(results: Path, req: RehearsalRequest) -> List[str]:
                          for b in benchmod.expand(req.bench, cpus)
                          if benchmod.needs_schbench([b])
                          for m in SCHBENCH_ROWS if f"{b}: {m} (" not in text]
+        if kind.name == hw.PROBE_PASS.name and all(
+                a in req.arms for a, _ in reporttext.MODEL_ARMS) and (
+                "cost model of" not in text or "    model, " not in text):
+            problems.append(f"{what}: {reporttext.REPORT} has no cost model's prediction "
+                            "beside funclatency")
         ref = req.arms[0]
         arms = [a for a in req.arms[1:] if kind.runs(hw_arm(a))]
         for a in arms:      # a pair is shown one way (significance.one_way())

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core.util import LabError
 from schedlab.kit import hwreport, significance
-from schedlab.measuring import equivalence, stats
+from schedlab.measuring import costmodel, equivalence, stats
 from schedlab.measuring import tables as tablemod
 
 REPORT = "report.txt"
@@ -101,6 +101,7 @@ def write(results: Path, title: str, about: str, pairs: Sequence[Tuple[str, str]
         lines += ["", ""] + pair_block(a, b, runs.get(a, []), runs.get(b, []), margins,
                                        significant, every_result,
                                        (titles or {}).get((a, b), ""))
+    lines += model_block(machine, runs)
     lines += ["", "", "machine", ""]
     lines += _machine_lines(machine)
     lines += ["", "settings", ""]
@@ -132,3 +133,75 @@ def _machine_lines(machine: dict) -> List[str]:
         if v:
             out += _wrap(f"{k}: {v}", "  ")
     return out or ["  no record of the machine"]
+
+
+# The kit's arms the cost model predicts, as (kit arm, the model's arm).
+MODEL_ARMS = (("swb-v7.3", "v7.3"), ("series", "series"))
+LATENCY = f"{costmodel.FUNC} mean time (funclatency)"
+# A kit workload without a VM count of its own is priced at the VM's
+# workload of this prefix: hackbench's messaging is perf's.
+VM_WORKLOAD = {"stress": "stress-100", "perf-messaging": "hackbench-process"}
+
+
+def cpu_model(machine: dict) -> str:
+    """The CPU's model name from the machine record's lscpu."""
+    return next((ln.split(":", 1)[1].strip() for ln in (machine.get("lscpu") or "").splitlines()
+                 if ln.startswith("Model name:")), "")
+
+
+def _mean(runs: List[dict], workload: str) -> Optional[float]:
+    vals = [r["metrics"][LATENCY]["value"] for r in runs
+            if r.get("workload") == workload and LATENCY in r.get("metrics", {})]
+    return sum(vals) / len(vals) if vals else None
+
+
+def model_block(machine: dict, runs: Dict[str, List[dict]]) -> List[str]:
+    """The cost model's prediction for should_we_balance() beside
+    funclatency's mean, per workload, when the pass ran both arms of
+    MODEL_ARMS with funclatency (the probe pass); else nothing."""
+    arms = [(k, m) for k, m in MODEL_ARMS if runs.get(k)]
+    if len(arms) < 2:
+        return []
+    timed = [{r["workload"] for r in runs[k] if LATENCY in r.get("metrics", {})}
+             for k, _ in arms]
+    workloads = sorted(timed[0] & timed[1])
+    if not workloads:
+        return []
+    out = ["", "", f"cost model of {costmodel.FUNC}(): a model, not a measurement", ""]
+    out += _wrap("The lab's VM counted the cache lines each call moves between CPUs, by "
+                 "distance (smt8; docs/results/cacheline-cost.md has the command). The "
+                 "model prices them at published one-way core-to-core latencies and adds "
+                 f"the call's instructions at one cycle at {costmodel.GHZ:g} GHz. "
+                 "funclatency's time includes its own probe's: the two arms' difference "
+                 "is the closer test.", "  ")
+    try:
+        vm = costmodel.model_counts()
+    except LabError as e:
+        return out + ["", *_wrap(f"no prediction: {e}", "  ")]
+    model = cpu_model(machine)
+    fam = costmodel.family_of(model)
+    fams = [fam] if fam else list(costmodel.FAMILIES)
+    out += [""] + _wrap(f"CPU: {model or 'unknown'}: " + (
+        f"{fam.name} (figures of {fam.part})" if fam else
+        "none of the model's families; every family's prediction follows"), "  ")
+    (a, ma), (b, mb) = arms
+    for w in workloads:
+        vw = w if w in vm[ma] else next((v for k, v in VM_WORKLOAD.items()
+                                         if w.startswith(k)), "")
+        out += [""] + _wrap(f"{w} (the VM's {vw or 'none'})", "  ")
+        ta, tb = _mean(runs[a], w), _mean(runs[b], w)
+        if ta is not None and tb is not None:
+            out += _wrap(f"funclatency mean: {a} {_num(ta)} ns, {b} {_num(tb)} ns, "
+                         f"difference {_num(ta - tb)} ns", "    ")
+        if vw not in vm[ma] or vw not in vm[mb]:
+            out += ["    no VM count to price"]
+            continue
+        for f in fams:
+            pa, pb = (costmodel.predict(vm[m][vw], f) for m in (ma, mb))
+            if not f.ns:
+                out += _wrap(f"model, {f.name}: no published latency, no prediction", "    ")
+                continue
+            gap = costmodel.Prediction(pa.low - pb.low, pa.high - pb.high, {})
+            out += _wrap(f"model, {f.name}: {a} {pa.text()}, {b} {pb.text()}, "
+                         f"difference {gap.text()}", "    ")
+    return out
