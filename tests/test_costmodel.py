@@ -57,6 +57,13 @@ def test_the_prediction_prices_what_it_has_figures_for_and_names_the_rest():
     spr = cm.predict(c, cm.family_of("Intel(R) Xeon(R) Gold 6430"))
     assert spr.unpriced == {"smt": 2.0}
     assert spr.text() == "228-250 ns + unpriced lines (2.00 at smt)"
+    # A difference keeps the unpriced lines; a range under 1 ns is one value,
+    # and bounds that cross come out in order.
+    less = cm.Counts({"smt": 0.5, "llc": 0.0, "xllc": 0.0, "node": 0.5}, 150.0, 10)
+    gap = spr.minus(cm.predict(less, cm.family_of("Intel(R) Xeon(R) Gold 6430")))
+    assert gap.text() == "109-131 ns + unpriced lines (1.50 at smt)"
+    assert cm.Prediction(48.49, 48.56, {}).text() == "48 ns"
+    assert cm.Prediction(5.0, 2.0, {}).text() == "2-5 ns"
 
 
 def test_the_committed_vm_counts_are_there_and_the_series_moves_fewer_lines():

@@ -86,12 +86,23 @@ def _latency_runs(ns):
 def test_the_probe_mail_sets_the_cost_model_beside_funclatency():
     runs = {"series": _latency_runs([400, 600]), "swb-v7.3": _latency_runs([900, 1100])}
     genoa = {"lscpu": "Architecture: x86_64\nModel name:   AMD EPYC 9654 96-Core Processor\n"}
-    text = "\n".join(reporttext.model_block(genoa, runs))
+    text = "\n".join(reporttext.model_block(genoa | {"threads_per_core": 2}, runs))
+    flat = " ".join(text.split())
     assert "cost model of should_we_balance(): a model, not a measurement" in text
-    assert "CPU: AMD EPYC 9654 96-Core Processor: AMD EPYC Zen 4 (Genoa)" in text
-    assert "funclatency mean: swb-v7.3 1,000 ns, series 500 ns, difference 500 ns" in text
+    assert "in a 16-CPU guest: 2 cores of 8 threads, one LLC" in flat
+    assert "This machine has 2 threads a core" in flat
+    assert "CPU: AMD EPYC 9654 96-Core Processor: AMD EPYC Zen 4 (Genoa)" in flat
+    assert ("funclatency mean: swb-v7.3 1,000 ns, series 500 ns; swb-v7.3 less series: "
+            "500 ns") in flat
     model = [ln for ln in text.splitlines() if ln.startswith("    model, ")]
     assert len(model) == 1 and model[0].startswith("    model, AMD EPYC Zen 4 (Genoa): swb-v7.3 ")
+    # perf's messaging is priced with the VM's hackbench; stress-90 has no count.
+    other_loads = {k: [dict(r, workload=w) for r in v for w in ("perf-messaging-g4",
+                                                                "stress-90")]
+                   for k, v in runs.items()}
+    flat = " ".join(reporttext.model_block(genoa, other_loads))
+    assert "perf-messaging-g4 (priced with the VM's hackbench-process)" in flat
+    assert "  stress-90 " in flat and "no VM count of this load to price" in flat
     assert all(len(ln) < 80 for ln in text.splitlines())
     # A CPU of no family: every family's line, POWER10's without a prediction.
     other = "\n".join(reporttext.model_block({"lscpu": "Model name: QEMU TCG CPU\n"}, runs))

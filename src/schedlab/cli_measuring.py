@@ -165,11 +165,14 @@ def cmd_lines_proof(args: argparse.Namespace) -> int:
 def add_lines_proof(sub: Sub) -> None:
     s = command(sub, "lines-proof", cmd_lines_proof, "prove the lines probe's plugin: guest "
                 "programs whose cache-line traffic is known (a ping-pong at each distance, "
-                "own lines, false sharing, padded counters, atomics), each count checked. "
+                "own lines, false sharing, padded counters, atomics), each count checked; "
+                "then the kernel's check: CPU 0 calls idle_cpu() of a CPU that switches "
+                "tasks (at each distance), of a spinning CPU (reported, not checked) and of "
+                "itself, 20 calls each, through the measurement series' sched/lab_idle_cpu. "
                 "Builds the base kernel with the icount config and the measurement series "
                 "if it is not built (minutes from ccache), then boots each topology under "
-                "single-thread TCG with the plugin (about 2 minutes each); proof.json is "
-                "rewritten, the plugin's raw records go to work/lines-proof/TIME/", """
+                "single-thread TCG with the plugin (3-5 minutes each); proof.json is "
+                "rewritten, the plugin's raw records go to $SCHEDLAB_WORK/lines-proof/TIME/", """
 ./schedlab lines-proof                          # smt4-numa and 2x2x2, 1000 rounds
 ./schedlab lines-proof -t smt8 --rounds 200
 ./schedlab lines-proof --label results/lines-proof   # the record kept in the checkout""")

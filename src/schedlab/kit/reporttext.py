@@ -138,9 +138,10 @@ def _machine_lines(machine: dict) -> List[str]:
 # The kit's arms the cost model predicts, as (kit arm, the model's arm).
 MODEL_ARMS = (("swb-v7.3", "v7.3"), ("series", "series"))
 LATENCY = f"{costmodel.FUNC} mean time (funclatency)"
-# A kit workload without a VM count of its own is priced at the VM's
-# workload of this prefix: hackbench's messaging is perf's.
-VM_WORKLOAD = {"stress": "stress-100", "perf-messaging": "hackbench-process"}
+# A kit workload without a VM run of its own name, priced at the VM's run
+# of the same program: perf bench sched messaging is hackbench (processes
+# over sockets).  Other loads (stress-90, stress-50) have no VM count.
+VM_WORKLOAD = {"perf-messaging": "hackbench-process"}
 
 
 def cpu_model(machine: dict) -> str:
@@ -169,11 +170,15 @@ def model_block(machine: dict, runs: Dict[str, List[dict]]) -> List[str]:
         return []
     out = ["", "", f"cost model of {costmodel.FUNC}(): a model, not a measurement", ""]
     out += _wrap("The lab's VM counted the cache lines each call moves between CPUs, by "
-                 "distance (smt8; docs/results/cacheline-cost.md has the command). The "
-                 "model prices them at published one-way core-to-core latencies and adds "
-                 f"the call's instructions at one cycle at {costmodel.GHZ:g} GHz. "
-                 "funclatency's time includes its own probe's: the two arms' difference "
-                 "is the closer test.", "  ")
+                 "distance, in a 16-CPU guest: 2 cores of 8 threads, one LLC, levels SMT "
+                 "and MC (docs/results/cacheline-cost.md has the command). The model "
+                 "prices those lines at published one-way core-to-core latencies of this "
+                 "machine's family, the guest's SMT distance at the family's SMT figure, "
+                 f"and adds the call's instructions at one cycle at {costmodel.GHZ:g} GHz. "
+                 f"This machine has {machine.get('threads_per_core') or '?'} threads a core "
+                 "and its own LLCs and nodes: the model only prices what the guest moved. "
+                 "funclatency's time includes its own probe's, which the model leaves out: "
+                 "the two arms' difference is the closer test.", "  ")
     try:
         vm = costmodel.model_counts()
     except LabError as e:
@@ -188,20 +193,20 @@ def model_block(machine: dict, runs: Dict[str, List[dict]]) -> List[str]:
     for w in workloads:
         vw = w if w in vm[ma] else next((v for k, v in VM_WORKLOAD.items()
                                          if w.startswith(k)), "")
-        out += [""] + _wrap(f"{w} (the VM's {vw or 'none'})", "  ")
+        out += [""] + _wrap(f"{w}" + (f" (priced with the VM's {vw})" if vw != w else ""),
+                            "  ")
         ta, tb = _mean(runs[a], w), _mean(runs[b], w)
         if ta is not None and tb is not None:
-            out += _wrap(f"funclatency mean: {a} {_num(ta)} ns, {b} {_num(tb)} ns, "
-                         f"difference {_num(ta - tb)} ns", "    ")
+            out += _wrap(f"funclatency mean: {a} {_num(ta)} ns, {b} {_num(tb)} ns; "
+                         f"{a} less {b}: {_num(ta - tb)} ns", "    ")
         if vw not in vm[ma] or vw not in vm[mb]:
-            out += ["    no VM count to price"]
+            out += ["    no VM count of this load to price"]
             continue
         for f in fams:
             pa, pb = (costmodel.predict(vm[m][vw], f) for m in (ma, mb))
             if not f.ns:
                 out += _wrap(f"model, {f.name}: no published latency, no prediction", "    ")
                 continue
-            gap = costmodel.Prediction(pa.low - pb.low, pa.high - pb.high, {})
-            out += _wrap(f"model, {f.name}: {a} {pa.text()}, {b} {pb.text()}, "
-                         f"difference {gap.text()}", "    ")
+            out += _wrap(f"model, {f.name}: {a} {pa.text()}, {b} {pb.text()}; "
+                         f"{a} less {b}: {pa.minus(pb).text()}", "    ")
     return out

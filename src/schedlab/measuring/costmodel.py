@@ -45,8 +45,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Family:
-    """A CPU family: the model names it covers (a pattern on /proc/cpuinfo's
-    model name), the part its figures come from, and a figure per lines-probe
+    """A CPU family: the model names it covers (a pattern on lscpu's "Model
+    name"), the part its figures come from, and a figure per lines-probe
     distance (smt, llc: another core of the LLC, xllc: another LLC of the
     socket, node: another socket)."""
     name: str
@@ -66,7 +66,8 @@ FAMILIES: Tuple[Family, ...] = (
         "llc": Figure(22, 24, "same CCX, per pair", "c2c #132"),
         "xllc": Figure(97, 104, "another CCD, per pair", "c2c #132"),
         "node": Figure(193, 202, "another socket, per pair", "c2c #132")}),
-    Family("AMD EPYC Zen 5 (Turin)", r"AMD EPYC 9\d\d5", "2 x EPYC 9575F", {
+    Family("AMD EPYC Zen 5 (Turin)", r"AMD EPYC 9\d\d5",
+           "2 x EPYC 9575F (Zen 5; Zen 5c parts match too)", {
         "llc": Figure(45, 45, "about 45, within a CCD", "C&C Turin"),
         "xllc": Figure(150, 150, "about 150, another CCD", "C&C Turin"),
         "node": Figure(260, 260, "about 260, another socket", "C&C Turin")}),
@@ -139,10 +140,19 @@ class Prediction:
     unpriced: Dict[str, float]
 
     def text(self) -> str:
-        ns = f"{self.low:.0f}" if round(self.low) == round(self.high) else \
-            f"{self.low:.0f}-{self.high:.0f}"
+        """'78 ns', or '59-81 ns' where the figures' range spans 1 ns or more,
+        and the unpriced lines."""
+        lo, hi = sorted((self.low, self.high))
+        ns = f"{lo:.0f}" if hi - lo < 1 else f"{lo:.0f}-{hi:.0f}"
         gaps = ", ".join(f"{v:.2f} at {d}" for d, v in self.unpriced.items())
         return f"{ns} ns" + (f" + unpriced lines ({gaps})" if gaps else "")
+
+    def minus(self, other: "Prediction") -> "Prediction":
+        """This prediction less OTHER, bound by bound, unpriced lines too."""
+        return Prediction(self.low - other.low, self.high - other.high,
+                          {d: self.unpriced.get(d, 0.0) - other.unpriced.get(d, 0.0)
+                           for d in linecount.DISTANCES
+                           if d in self.unpriced or d in other.unpriced})
 
 
 def predict(c: Counts, fam: Family, ghz: float = GHZ) -> Prediction:
