@@ -89,15 +89,21 @@ def _idle(n, **counts):
     return [_call(0, **counts) for _ in range(n)]
 
 
-def test_a_switching_cpu_must_cost_a_line_at_its_distance_every_call():
+def test_a_switching_cpu_must_cost_a_line_at_its_distance_nine_calls_in_ten():
     chk = lp.IdleCheck("switching", 0, 4, "sleep", "llc")
     assert lp.check_idle(chk, _idle(lp.IDLE_CALLS, xfer_llc=1)).passed
-    # One call that found the line still here fails it, as does the wrong distance.
-    calls = _idle(lp.IDLE_CALLS - 1, xfer_llc=1) + [_call(0)]
-    assert lp.check_idle(chk, calls).problems == ["1 call(s) fetched no line at llc"]
+    least = lp.IDLE_CALLS - lp.IDLE_CALLS // 10
+    # A call in ten may find the line still here; one more fails it, as
+    # does the wrong distance.
+    ok = _idle(least, xfer_llc=1) + _idle(lp.IDLE_CALLS - least)
+    assert lp.check_idle(chk, ok).passed
+    short = _idle(least - 1, xfer_llc=1) + _idle(lp.IDLE_CALLS - least + 1)
+    assert lp.check_idle(chk, short).problems == [
+        f"{least - 1} call(s) fetched a line at llc, at least {least} expected"]
     assert not lp.check_idle(chk, _idle(lp.IDLE_CALLS, xfer_node=1)).passed
     assert lp.check_idle(chk, _idle(3, xfer_llc=1)).problems == [
-        f"3 call(s) counted, {lp.IDLE_CALLS} expected"]
+        f"3 call(s) counted, {lp.IDLE_CALLS} expected",
+        f"3 call(s) fetched a line at llc, at least {least} expected"]
 
 
 def test_a_cpu_checking_itself_moves_a_line_in_at_most_one_call_in_ten():

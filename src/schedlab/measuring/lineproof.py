@@ -93,8 +93,11 @@ class IdleCheck:
     and wakes each millisecond, so that TARGET writes its runqueue's first
     line (curr, nr_running) between two checks; 'spin', one task that never
     leaves its CPU; 'none', TARGET is WRITER itself.  Expected: after a
-    'sleep' TARGET, each call fetches at least one line at DISTANCE; for
-    itself, at most one call in ten moves a line; 'spin' is reported, not
+    'sleep' TARGET, at least nine calls in ten fetch a line at DISTANCE; for
+    itself, at most one call in ten moves a line.  One call in ten either
+    way: the writer's own kernel work between two checks (a tick, a balance)
+    may read TARGET's line after TARGET last wrote it, and a CPU's own line
+    may have been written by a waker.  'spin' is reported, not
     checked: its line moves only if something writes it between two
     checks, which a quiet guest does not promise either way."""
     name: str
@@ -178,11 +181,13 @@ def check_idle(chk: IdleCheck, calls: Sequence[lc.Call]) -> Outcome:
                         + (" (cohproof's output is in the boot's console.txt)"
                            if not calls else ""))
     if chk.task == "sleep":
-        want[f"calls fetching at {chk.distance}"] = IDLE_CALLS
+        least = IDLE_CALLS - IDLE_CALLS // 10
+        want[f"calls fetching at {chk.distance}"] = least       # at least
         dry = sum(c.counts[f"xfer_{chk.distance}"] < 1 for c in calls)
         counts[f"calls fetching at {chk.distance}"] = len(calls) - dry
-        if dry:
-            problems.append(f"{dry} call(s) fetched no line at {chk.distance}")
+        if len(calls) - dry < least:
+            problems.append(f"{len(calls) - dry} call(s) fetched a line at {chk.distance}, "
+                            f"at least {least} expected")
     elif chk.task == "none":
         most = IDLE_CALLS // 10
         want["calls moving a line"] = most      # at most
