@@ -103,6 +103,7 @@ def test_the_probe_mail_sets_the_cost_model_beside_funclatency():
     flat = " ".join(reporttext.model_block(genoa, other_loads))
     assert "perf-messaging-g4 (priced with the VM's hackbench-process)" in flat
     assert "  stress-90 " in flat and "no VM count of this load to price" in flat
+    assert "priced with the VM's )" not in flat
     assert all(len(ln) < 80 for ln in text.splitlines())
     # A CPU of no family: every family's line, POWER10's without a prediction.
     other = "\n".join(reporttext.model_block({"lscpu": "Model name: QEMU TCG CPU\n"}, runs))

@@ -193,8 +193,8 @@ def model_block(machine: dict, runs: Dict[str, List[dict]]) -> List[str]:
     for w in workloads:
         vw = w if w in vm[ma] else next((v for k, v in VM_WORKLOAD.items()
                                          if w.startswith(k)), "")
-        out += [""] + _wrap(f"{w}" + (f" (priced with the VM's {vw})" if vw != w else ""),
-                            "  ")
+        out += [""] + _wrap(f"{w}" + (f" (priced with the VM's {vw})" if vw and vw != w
+                                      else ""), "  ")
         ta, tb = _mean(runs[a], w), _mean(runs[b], w)
         if ta is not None and tb is not None:
             out += _wrap(f"funclatency mean: {a} {_num(ta)} ns, {b} {_num(tb)} ns; "
