@@ -73,8 +73,10 @@ def test_ppc64le_lab_is_the_initramfs_guest():
     """No vng or trace fragment (a cold build half as long), what the initramfs needs."""
     arch = b.get_arch("ppc64le")
     frags = [f.name for f in b.config_fragments("lab", arch)]
-    assert frags == ["ppc64le.config", "lab.config"]
+    assert frags == ["ppc64le.config", "lab.config", "pseries-cpus.config"]
     merged = b.merge_fragments([(b.CONFIG_DIR / n).read_text() for n in frags])
+    # Room for the 1920-CPU fixture of 'kunit --scale', over lab.config's 256.
+    assert merged["CONFIG_NR_CPUS"] == "2048"
     for sym in ("BLK_DEV_INITRD", "DEVTMPFS", "HVC_CONSOLE", "SCHED_SMT", "NUMA",
                 "DEBUG_FS", "SCHED_FAIR_LB_KUNIT_TEST"):
         assert merged.get("CONFIG_" + sym) == "y", sym

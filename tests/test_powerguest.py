@@ -252,7 +252,7 @@ def test_the_pseries_probe_kernel_has_bpf_and_what_the_userspace_needs():
         assert kit[opt] == "y"
     # the lab kernel stays small: no BPF tools on it
     assert [f.name for f in b.config_fragments("lab", b.get_arch("ppc64le"))] == [
-        "ppc64le.config", "lab.config"]
+        "ppc64le.config", "lab.config", "pseries-cpus.config"]
 
 
 def test_the_packages_are_fetched_with_the_log_where_none_was(tmp_path, monkeypatch):

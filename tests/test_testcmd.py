@@ -44,7 +44,8 @@ def fake_lab(monkeypatch, tmp_path):
     monkeypatch.setattr(testcmd.patchset, "read_series", lambda d: [])
     boot = ok("boot", testcmd.guests.check_topology)
     monkeypatch.setattr(testcmd.guests, "check_topology", lambda *a, **k: 0 if boot(*a, **k) else 1)
-    for module, name in ((testcmd.kunit, "run_on"), (testcmd.kunit_tool, "run_readme_command"),
+    for module, name in ((testcmd.kunit, "run_on"), (testcmd.kunit, "run_scale"),
+                         (testcmd.kunit_tool, "run_readme_command"),
                          (testcmd.pipeline, "measure_integration"),
                          (testcmd.pipeline, "icount_integration"),
                          (testcmd.kselftest, "run_selftest"), (testcmd.soakmod, "run_for"),
@@ -113,7 +114,7 @@ def test_full_tier_with_failing_ppc64le_build(fake_lab, capsys, tmp_path):
     req = testcmd.TestRequest(full=True)
     stages = testcmd.stages_for(req)
     ppc_dependents = [s.name for s in stages if "build patched/lab ppc64le" in s.needs]
-    assert len(ppc_dependents) == 1 + 3       # the smt8 boot, three KUnit boots
+    assert len(ppc_dependents) == 1 + 3 + 1   # the smt8 boot, three KUnit boots, the scale boot
     fake = builder(fail_arch="ppc64le")
     assert testcmd.test_command(req, fake) == 1
     out = capsys.readouterr().out

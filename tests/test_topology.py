@@ -45,6 +45,11 @@ def test_unknown_preset_lists_presets():
 def test_smp_argument():
     assert t.smp_arg(t.PRESETS["smt8"]) == "16,sockets=1,cores=2,threads=8"
     assert t.smp_arg(t.PRESETS["smt2"]) == "16,sockets=2,cores=4,threads=2"
+    big = t.Topology(16, 15, 8)
+    assert t.smp_arg(big, present=8) == "8,maxcpus=1920,sockets=16,cores=15,threads=8"
+    assert t.smp_arg(big, present=1920) == "1920,sockets=16,cores=15,threads=8"
+    with pytest.raises(LabError):
+        t.smp_arg(big, present=0)
 
 
 def test_numa_nodes_follow_sockets():

@@ -78,10 +78,24 @@ def cmd_kunit(args: argparse.Namespace) -> int:
         others = [flag for flag, given in (
             ("--arch", args.arch), ("--topology", args.topology != kunit.DEFAULT_TOPOLOGY),
             ("--online", args.online is not None), ("--filter", args.filter),
-            ("--reference", args.reference), ("--kunit-py", args.kunit_py)) if given]
+            ("--reference", args.reference), ("--kunit-py", args.kunit_py),
+            ("--scale", args.scale)) if given]
         if others:
             raise LabError(f"--breaks boots each break's own tests on {kunit.DEFAULT_TOPOLOGY} "
                            f"(x86_64): not with {', '.join(others)}")
+    if args.scale:
+        others = [flag for flag, given in (
+            ("--topology", args.topology != kunit.DEFAULT_TOPOLOGY),
+            ("--online", args.online is not None), ("--filter", args.filter),
+            ("--kunit-py", args.kunit_py)) if given]
+        if others:
+            raise LabError(f"--scale boots its own guest ({kunit.SCALE_TOPOLOGY.cpus} possible "
+                           f"CPUs, {kunit.SCALE_PRESENT} present) and case: not with "
+                           f"{', '.join(others)}")
+        if not targets.get_target(args.arch).kunit_scale:
+            raise LabError(f"--scale needs {kunit.SCALE_TOPOLOGY.cpus} possible CPUs, which "
+                           f"an {targets.get_target(args.arch).arch} guest under this qemu "
+                           "cannot have: use --arch ppc64le (qemu's pseries machine)")
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.breaks is not None:
@@ -97,6 +111,9 @@ def cmd_kunit(args: argparse.Namespace) -> int:
         first = topics.read_topics()[0].name
         reference = built(tree, spec.with_(variant=topics.VARIANT_PREFIX + first)).image
     result = built(tree, spec)
+    if args.scale:
+        return 0 if kunit.run_scale(tree.path, result.image, args.timeout, args.arch,
+                                    reference=reference) else 1
     online = args.online
     if online is None and args.topology == kunit.DEFAULT_TOPOLOGY:
         online = kunit.DEFAULT_ONLINE
@@ -114,7 +131,9 @@ def add_kunit(sub: Sub) -> None:
 ./schedlab kunit --topic swb               # the base + the KUnit series + the swb topic
 ./schedlab kunit --kunit-py                # plain kunit.py, as the README shows
 ./schedlab kunit --breaks                  # each deliberate break must fail a test
-./schedlab kunit --breaks scan-asks-twice  # one break""")
+./schedlab kunit --breaks scan-asks-twice  # one break
+./schedlab kunit --arch ppc64le --scale --reference
+                                           # the probe table on 192, 768 and 1920 CPUs""")
     add_tree_opts(s)
     add_build_opts(s)
     g = s.add_argument_group("KUnit boot")
@@ -133,6 +152,10 @@ def add_kunit(sub: Sub) -> None:
                    help="also build the KUnit series alone and boot it first: its "
                         "should_we_balance() probe counts are v7.3's, the upstream columns "
                         "of the tables and what the targets compare with")
+    g.add_argument("--scale", action="store_true",
+                   help="the probe table on 192, 768 and 1920 CPUs and how it grows "
+                        "(sched_fair_lb.swb_probe_counts_at_scale; --arch ppc64le: a pseries "
+                        "guest with 1920 possible CPUs, 8 present)")
     g.add_argument("--kunit-py", action="store_true",
                    help="run the tree's own kunit.py as the README shows (its own build of "
                         "kernel/sched/.kunitconfig, the series' qemu config, TCG where KVM "

@@ -187,6 +187,13 @@ def _kunit(key: str, arch: str, name: str, online: Optional[int],
     return body
 
 
+def _kunit_scale(key: str, arch: str) -> Body:
+    def body(ctx: TestContext) -> bool:
+        return kunit.run_scale(ctx.fetched.path, ctx.builds[key].image,
+                               ctx.request.vm.timeout, arch)
+    return body
+
+
 def _kunit_py(key: str, arch: str) -> Body:
     def body(ctx: TestContext) -> bool:
         tree = ctx.fetched
@@ -242,6 +249,9 @@ def _target_stages(target: targets.BootTarget, topologies: Tuple[str, ...], tier
             for t in topologies]
     out += [Stage(f"KUnit on {t} ({guest})", _kunit(key, arch, t, online), (build,), tier)
             for t, online in target.kunit_runs]
+    if target.kunit_scale:
+        out.append(Stage(f"KUnit at scale ({guest}, {kunit.SCALE_TOPOLOGY.cpus} possible CPUs)",
+                         _kunit_scale(key, arch), (build,), tier))
     if kunit_py:
         out.append(Stage(f"KUnit with kunit.py for {target.kunit_arch} (the README's command)",
                          _kunit_py(key, arch), (build,), tier))

@@ -64,7 +64,7 @@ ARCHES: Dict[str, Arch] = {
     # ppc64el userspace in the initramfs, BPF tools included).
     "ppc64le": Arch("ppc64le", "powerpc", "powerpc64le-linux-gnu-", "alldefconfig",
                     "vmlinux", "vmlinux",
-                    configs={"lab": ["lab"],
+                    configs={"lab": ["lab", "pseries-cpus"],
                              "probe": ["lab", "trace", "probe", "pseries-kit"]},
                     check_start="ppc64le_defconfig", suffix="-ppc64le"),
 }

@@ -36,6 +36,9 @@ class BootTarget:
     # (topology, CPUs online; None: all, with the live-domain comparison).
     test_topologies: Tuple[str, ...] = ()
     kunit_runs: Tuple[Tuple[str, Optional[int]], ...] = ()
+    # Whether its KUnit boot can give the suite's largest fixtures their
+    # 1920 possible CPUs (kunit --scale): NR_CPUS and qemu's maxcpus.
+    kunit_scale: bool = False
 
     @property
     def log_suffix(self) -> str:
@@ -64,14 +67,16 @@ class BootTarget:
 
     def qemu_command(self, image: Path, topo: topomod.Topology, append: Sequence[str], *,
                      kvm: bool = False, memory_mib: int = 2048, initrd: Optional[Path] = None,
-                     qemu: Optional[str] = None, single_thread: bool = False) -> List[str]:
+                     qemu: Optional[str] = None, single_thread: bool = False,
+                     present: Optional[int] = None) -> List[str]:
         """A direct qemu boot of IMAGE on TOPO (pure: tested without booting).
 
         The console (the target's) is on stdio, the kernel arguments after
         console=; -no-reboot turns a panic's reboot into an exit.  kvm: KVM
         and its CPU model, else TCG.  qemu: the binary (guests.qemu_binary()).
         single_thread: TCG in one thread for every vCPU, where the guest
-        patches its own text (BPF probes, static keys).
+        patches its own text (BPF probes, static keys).  present: only that
+        many of TOPO's CPUs at boot, the others possible (qemu's maxcpus).
         """
         accel = "kvm" if kvm else "tcg"
         if accel not in self.accels:
@@ -82,7 +87,7 @@ class BootTarget:
             args += ["-M", self.machine]
         args += ["-accel", accel + (",thread=single" if single_thread and not kvm else ""),
                  "-cpu", self.cpu_kvm if kvm else self.cpu,
-                 "-m", f"{memory_mib}M", "-smp", topomod.smp_arg(topo)]
+                 "-m", f"{memory_mib}M", "-smp", topomod.smp_arg(topo, present)]
         args += topomod.qemu_numa_args(topo, memory_mib)
         args += ["-kernel", str(image)]
         if initrd is not None:
@@ -116,7 +121,7 @@ TARGETS: Dict[str, BootTarget] = {
         cpu="power10", cpu_kvm="", console="hvc0", display=("-display", "none"),
         kunit_arch="powerpc", mc_level=False, guest="pseries",
         test_topologies=("smt8", "smt4"),
-        kunit_runs=(("2x12x8", 2), ("smt8", None), ("smt4", None))),
+        kunit_runs=(("2x12x8", 2), ("smt8", None), ("smt4", None)), kunit_scale=True),
 }
 DEFAULT_TARGET = "x86_64"
 

@@ -120,9 +120,15 @@ def parse_topology(text: str) -> Topology:
     return topo
 
 
-def smp_arg(topo: Topology) -> str:
-    """Value of qemu's -smp for this topology."""
-    return f"{topo.cpus},sockets={topo.sockets},cores={topo.cores},threads={topo.threads}"
+def smp_arg(topo: Topology, present: Optional[int] = None) -> str:
+    """Value of qemu's -smp for this topology.  present: only that many CPUs
+    at boot, the topology's CPUs being the possible ones (maxcpus)."""
+    shape = f"sockets={topo.sockets},cores={topo.cores},threads={topo.threads}"
+    if present is None or present >= topo.cpus:
+        return f"{topo.cpus},{shape}"
+    if present < 1:
+        raise LabError("at least one CPU must be present at boot")
+    return f"{present},maxcpus={topo.cpus},{shape}"
 
 
 def numa_node_specs(topo: Topology, memory_mib: int) -> List[str]:

@@ -12,9 +12,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from schedlab.core import guests
 from schedlab.core import topology as topomod
-from schedlab.core.targets import get_target
+from schedlab.core.targets import TARGETS, get_target
 from schedlab.core.util import LabError, log_dir, run, run_in_group, say
-from schedlab.series import kunit_report, kunit_tool
+from schedlab.series import kunit_report, kunit_scale, kunit_tool
 
 # The case that compares a fixture with the live sched domains.
 LIVE_CASE = "sched_fair_lb.fixture_matches_live_domains"
@@ -26,16 +26,17 @@ DEFAULT_ONLINE = 2
 def qemu_command(image: Path, topo: topomod.Topology, *, kvm: bool, online: Optional[int],
                  memory_mib: int = 2048, filter_glob: Optional[str] = None,
                  kernel_args: Sequence[str] = (), arch: Optional[str] = None,
-                 qemu: Optional[str] = None) -> List[str]:
+                 qemu: Optional[str] = None, present: Optional[int] = None) -> List[str]:
     """The qemu command line of a KUnit boot (pure: tested without booting):
-    the boot target of ARCH (None: x86_64), qemu: its binary."""
+    the boot target of ARCH (None: x86_64), qemu: its binary; present: only
+    that many CPUs at boot, the topology's CPUs the possible ones."""
     append = ["kunit.enable=1", "kunit_shutdown=poweroff", "panic=-1"]
     append += topomod.kernel_cpu_args(topo, online)
     if filter_glob:
         append.append(f"kunit.filter_glob={filter_glob}")
     append += list(kernel_args)
     return get_target(arch).qemu_command(image, topo, append, kvm=kvm, memory_mib=memory_mib,
-                                         qemu=qemu)
+                                         qemu=qemu, present=present)
 
 
 @dataclass
@@ -82,7 +83,8 @@ def parse_console(tree_path: Path, console: Path, json_path: Path) -> ParsedCons
 def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Optional[int],
               filter_glob: Optional[str] = None, timeout: float = 900,
               memory_mib: int = 2048, kernel_args: Sequence[str] = (),
-              arch: Optional[str] = None, log_tag: str = "") -> KunitResult:
+              arch: Optional[str] = None, log_tag: str = "",
+              present: Optional[int] = None) -> KunitResult:
     if not image.is_file():
         raise LabError(f"no kernel image at {image}: build it first (./schedlab build)")
     target = get_target(arch)
@@ -91,10 +93,11 @@ def run_kunit(tree_path: Path, image: Path, topo: topomod.Topology, online: Opti
     accel = "kvm" if kvm else "tcg"
     say(f"  accelerator: {accel} ({why})")
     say(f"  topology {topo.name or topo.spec()}: {topo.describe()}"
-        + (f", {online} online (maxcpus)" if online and online < topo.cpus else ""))
+        + (f", {online} online (maxcpus)" if online and online < topo.cpus else "")
+        + (f", {present} present (the rest possible)" if present else ""))
     args = qemu_command(image, topo, kvm=kvm, online=online, memory_mib=memory_mib,
                         filter_glob=filter_glob, kernel_args=kernel_args, arch=arch,
-                        qemu=qemu)
+                        qemu=qemu, present=present)
     log = log_dir() / f"kunit{target.log_suffix}-{topo.spec().replace(':', '-')}{log_tag}.log"
     start = time.monotonic()
     run_in_group(args, log, timeout, "the KUnit boot")
@@ -168,3 +171,67 @@ def run_on(tree_path: Path, image: Path, topology: str, online: Optional[int],
         if live != "PASS":
             return False
     return res.ok
+
+
+# The scale boot: the fixtures of 192, 768 and 1920 CPUs need nr_cpu_ids of
+# 1920. A pseries guest has them as possible CPUs (qemu's maxcpus) with one
+# SMT8 core present (pseries adds CPUs a core at a time); its lab config has
+# NR_CPUS=2048 (configs/pseries-cpus.config). Percpu areas are set up for
+# every possible CPU: 4 GiB.
+SCALE_TOPOLOGY = topomod.Topology(16, 15, 8, name="16x15x8")
+SCALE_PRESENT = 8
+SCALE_MEMORY_MIB = 4096
+# The case that prints the counts at scale, and the boot's filter.
+SCALE_CASE = "sched_fair_lb.swb_probe_counts_at_scale"
+
+
+def _scale_boot(tree_path: Path, image: Path, arch: str, timeout: float,
+                tag: str) -> Tuple[KunitResult, List[kunit_report.ProbeRow], List[str]]:
+    """One scale boot: its result, its 'swb-scale:' rows and what is wrong
+    with them (a fixture skipped or not printed, a failure)."""
+    res = run_kunit(tree_path, image, SCALE_TOPOLOGY, None, filter_glob=SCALE_CASE,
+                    timeout=timeout, memory_mib=SCALE_MEMORY_MIB, arch=arch, log_tag=tag,
+                    present=SCALE_PRESENT)
+    rows = kunit_scale.parse_scale_lines(res.log.read_text(errors="replace"))
+    problems = []
+    if not res.ok:
+        problems.append(f"{res.passed} passed, {res.failed} failed (console: {res.log})")
+    skipped = [name for name, status in res.results
+               if name.startswith(SCALE_CASE) and status == "SKIP"]
+    if skipped:
+        problems.append("skipped: " + ", ".join(skipped))
+    gone = kunit_scale.missing(rows)
+    if gone:
+        problems.append("no probe counts for " + ", ".join(gone))
+    return res, rows, problems
+
+
+def run_scale(tree_path: Path, image: Path, timeout: float, arch: str,
+              reference: Optional[Path] = None) -> bool:
+    """'./schedlab kunit --scale': the probe table on 192, 768 and 1920 CPUs
+    and its growth exponents (upstream's with reference: the KUnit series
+    alone, booted first). True if every fixture of each boot printed."""
+    target = get_target(arch)
+    if not target.kunit_scale:
+        raise LabError(f"kunit --scale needs {SCALE_TOPOLOGY.cpus} possible CPUs, which a "
+                       f"{target.arch} guest here cannot have; use --arch "
+                       + ", ".join(t.arch for t in TARGETS.values() if t.kunit_scale))
+    ref_rows: List[kunit_report.ProbeRow] = []
+    if reference is not None:
+        say(f"  reference: the KUnit series alone ({SCALE_CASE})")
+        ref, ref_rows, problems = _scale_boot(tree_path, reference, arch, timeout,
+                                              "-scale-reference")
+        if problems:
+            say("  the reference boot did not give the counts at scale: " + "; ".join(problems))
+            return False
+    res, rows, problems = _scale_boot(tree_path, image, arch, timeout, "-scale")
+    say(res.summary.rstrip())
+    for text in kunit_scale.report_lines(kunit_scale.merge(rows, ref_rows)):
+        say(text)
+    say(f"  KUnit at scale on {SCALE_TOPOLOGY.spec()} ({target.arch}, {SCALE_PRESENT} present): "
+        f"{res.passed} passed, {res.failed} failed, {res.skipped} skipped in "
+        f"{res.seconds:.1f}s under {res.accel} (console: {res.log})")
+    if problems:
+        say("  " + "; ".join(problems))
+    return not problems
+

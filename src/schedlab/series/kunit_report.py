@@ -59,17 +59,16 @@ def _key_values(text: str) -> Dict[str, str]:
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
 
 
+def parse_rows(console: str, tag: "re.Pattern[str]") -> List[ProbeRow]:
+    """The per-fixture and busy level lines the pattern matches, in order
+    (lines without a fixture or a busy level are left out)."""
+    return [ProbeRow(kv.pop("fixture"), int(kv.pop("busy")), kv)
+            for kv in _tagged_lines(console, tag) if "fixture" in kv and "busy" in kv]
+
+
 def parse_probe_lines(console: str) -> List[ProbeRow]:
     """The suite's 'swb-probes: key=value ...' lines, in order."""
-    rows = []
-    for line in console.splitlines():
-        m = PROBE_LINE.search(line)
-        if not m:
-            continue
-        kv = _key_values(m.group(1))
-        if "fixture" in kv and "busy" in kv:
-            rows.append(ProbeRow(kv.pop("fixture"), int(kv.pop("busy")), kv))
-    return rows
+    return parse_rows(console, PROBE_LINE)
 
 
 def _tagged_lines(console: str, tag: "re.Pattern[str]") -> List[Dict[str, str]]:
