@@ -118,6 +118,8 @@ BAD_INPUT = [
     (["kunit", "--scale"], "use --arch ppc64le"),
     (["kunit", "--scale", "--arch", "ppc64le", "--online", "4"], "not with --online"),
     (["kunit", "--scale", "--arch", "ppc64le", "-t", "smt8"], "not with --topology"),
+    (["kunit", "--scale", "--arch", "ppc64le", "--config", "probe"], "not with --config probe"),
+    (["kunit", "--scale", "--arch", "ppc64le", "--variant", "base"], "not with --variant base"),
     (["ab", "--arm", "base=base", "--arm", "x=patched:nosuch=4"], "not a knob the lab knows"),
     (["ab", "--label", "a b"], "label 'a b'"),
     (["ab", "--arch", "sparc"], "invalid choice"),

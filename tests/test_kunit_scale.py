@@ -61,6 +61,17 @@ def test_tables_put_upstream_beside_and_fit_both():
     growth = lines[3].splitlines()
     assert growth[2].startswith("| 100 | 192/768/1920 | 2.00 | 1.00 | 2.00 | 1.00 |")
     assert ks.report_lines([]) == []
+    assert ks.more_than_upstream(rows) == []
+    alone = ks.report_lines(ks.parse_scale_lines(console()))
+    assert ks.NO_REFERENCE in alone
+
+
+def test_more_probes_than_upstream_fails_the_run(monkeypatch, tmp_path, capsys):
+    _fake_kunit(monkeypatch, tmp_path, [console(0.5, 1.0), console(0.6, 1.0)])
+    assert not k.run_scale(Path("/tree"), Path("/b/ours"), 60, "ppc64le",
+                           reference=Path("/b/reference"))
+    out = capsys.readouterr().out
+    assert "    smt8-16x15x8 50% busy: 1152 probes per pass, upstream 960 (MORE than v7.3)" in out
 
 
 def test_qemu_command_of_the_scale_boot():
@@ -106,7 +117,7 @@ def test_run_scale_fails_on_a_skipped_fixture_and_on_x86(monkeypatch, tmp_path, 
                 skipped={"smt8-16x15x8"})
     assert not k.run_scale(Path("/tree"), Path("/b/ours"), 60, "ppc64le")
     out = capsys.readouterr().out
-    assert f"skipped: {k.SCALE_CASE}.smt8-16x15x8" in out
+    assert f"is NR_CPUS 2048?): {k.SCALE_CASE}.smt8-16x15x8" in out
     assert "no probe counts for smt8-16x15x8 100%" in out
     with pytest.raises(LabError, match="--arch ppc64le"):
         k.run_scale(Path("/tree"), Path("/b/ours"), 60, "x86_64")

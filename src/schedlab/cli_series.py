@@ -87,15 +87,16 @@ def cmd_kunit(args: argparse.Namespace) -> int:
         others = [flag for flag, given in (
             ("--topology", args.topology != kunit.DEFAULT_TOPOLOGY),
             ("--online", args.online is not None), ("--filter", args.filter),
-            ("--kunit-py", args.kunit_py)) if given]
+            ("--kunit-py", args.kunit_py), (f"--config {args.config}", args.config != "lab"),
+            ("--variant base", args.variant == "base")) if given]
         if others:
             raise LabError(f"--scale boots its own guest ({kunit.SCALE_TOPOLOGY.cpus} possible "
-                           f"CPUs, {kunit.SCALE_PRESENT} present) and case: not with "
-                           f"{', '.join(others)}")
-        if not targets.get_target(args.arch).kunit_scale:
-            raise LabError(f"--scale needs {kunit.SCALE_TOPOLOGY.cpus} possible CPUs, which "
-                           f"an {targets.get_target(args.arch).arch} guest under this qemu "
-                           "cannot have: use --arch ppc64le (qemu's pseries machine)")
+                           f"CPUs, {kunit.SCALE_PRESENT} present) with the lab config's "
+                           f"kernel of the series, and runs only {kunit.SCALE_CASE}: not "
+                           f"with {', '.join(others)}")
+        why = kunit.scale_refusal(args.arch)
+        if why:
+            raise LabError(why)
     spec = build_spec(args)
     tree = tree_spec(args).resolve()
     if args.breaks is not None:
@@ -154,8 +155,9 @@ def add_kunit(sub: Sub) -> None:
                         "of the tables and what the targets compare with")
     g.add_argument("--scale", action="store_true",
                    help="the probe table on 192, 768 and 1920 CPUs and how it grows "
-                        "(sched_fair_lb.swb_probe_counts_at_scale; --arch ppc64le: a pseries "
-                        "guest with 1920 possible CPUs, 8 present)")
+                        "(sched_fair_lb.swb_probe_counts_at_scale); needs --arch ppc64le: a "
+                        "pseries guest with 1920 possible CPUs, 8 present; with --reference "
+                        "fails where the series probes more than v7.3")
     g.add_argument("--kunit-py", action="store_true",
                    help="run the tree's own kunit.py as the README shows (its own build of "
                         "kernel/sched/.kunitconfig, the series' qemu config, TCG where KVM "

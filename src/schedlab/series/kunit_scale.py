@@ -25,9 +25,11 @@ SCALE_BUSY = (100, 90, 50)
 
 TABLE_HEADING = ("  should_we_balance() idle-state probes per balance pass at scale, upstream "
                  "(v7.3: the suite on the KUnit series alone) vs this kernel (mean over "
-                 "seeded patterns):")
+                 "seeded patterns, each level rounded on its own):")
+NO_REFERENCE = "  (no upstream columns: --reference adds v7.3's counts)"
 GROWTH_HEADING = ("  growth with the number of CPUs: the exponent b of probes per pass = "
-                  "a x CPUs^b, least squares over the fixtures' log-log points:")
+                  "a x CPUs^b, least squares over the fixtures' log-log points; top level: "
+                  "the level that spans the machine:")
 
 
 def parse_scale_lines(console: str) -> List[ProbeRow]:
@@ -83,7 +85,7 @@ def _per_cpu(probes: Optional[int], cpus: Optional[int]) -> str:
 def scale_table(rows: List[ProbeRow]) -> str:
     """One row per fixture and busy level (Markdown)."""
     head = ["fixture", "CPUs", "busy %", "upstream probes/pass", "probes/pass", "fewer by",
-            "upstream per CPU", "per CPU", "per level (upstream)"]
+            "upstream per CPU", "per CPU", "per level, this kernel (upstream)"]
     body = []
     for r in rows:
         f = r.fields
@@ -134,8 +136,21 @@ def growth_table(rows: List[ProbeRow]) -> str:
     return "\n".join(render_table(head, body, markdown=True)) if body else ""
 
 
+def more_than_upstream(rows: List[ProbeRow]) -> List[str]:
+    """One line per row where this kernel probes more than upstream."""
+    out = []
+    for r in rows:
+        ours, up = _int(r.fields, "pass_probes"), _int(r.fields, "upstream_pass_probes")
+        if ours is not None and up is not None and ours > up:
+            out.append(f"{r.fixture} {r.busy}% busy: {ours} probes per pass, upstream {up}")
+    return out
+
+
 def report_lines(rows: List[ProbeRow]) -> List[str]:
     """What './schedlab kunit --scale' prints (nothing without rows)."""
     if not rows:
         return []
-    return [TABLE_HEADING, scale_table(rows), GROWTH_HEADING, growth_table(rows)]
+    out = [TABLE_HEADING, scale_table(rows)]
+    if not any("upstream_pass_probes" in r.fields for r in rows):
+        out.append(NO_REFERENCE)
+    return out + [GROWTH_HEADING, growth_table(rows)]
