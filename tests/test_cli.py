@@ -27,6 +27,7 @@ def test_every_command_has_help(capsys):
     ["ab", "--no-check"],
     ["compare", "a", "b", "--kernel", "/k"],
     ["compare", "a", "b", "--headline", "--only", "x"],   # one would silently win
+    ["compare", "a", "b", "--model", "--only", "x"],
     ["selftest", "--verbose"],
     ["presets", "--variant", "base"],
 ])
@@ -125,6 +126,10 @@ BAD_INPUT = [
     (["ab", "--arch", "sparc"], "invalid choice"),
     (["compare", "no-such-set-1", "no-such-set-2"], "no result set 'no-such-set-1'"),
     (["reparse", "no-such-set"], "no result set"),
+    (["compare", "lines-proof", "lines-proof", "--other-llc"], "give --model too"),
+    (["compare", "lines-proof", "lines-proof", "--func", "x"], "give --model too"),
+    (["compare", "lines-proof", "lines-proof", "--model", "--each"], "drop --each"),
+    (["compare", "lines-proof", "lines-proof", "--model", "--func", " "], "needs a function"),
     (["measure", "--label", "x", "--probe", "insns,swb", "--accel", "icount"], "runs alone"),
     (["measure", "--label", "x", "--probe", "lines"], "needs --accel icount"),
     (["ab", "--probe", "lines,swb", "--accel", "icount"], "runs alone"),

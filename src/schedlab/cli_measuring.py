@@ -9,9 +9,10 @@ from pathlib import Path
 from schedlab.cliargs import (VARIANTS, Sub, add_online, add_plan_opts, add_tree_opts, command,
                               knob_arg, label_arg, plan_request, positive_int, result_set_arg,
                               topic_arg, tree_spec)
-from schedlab.core.util import say
+from schedlab.core.util import LabError, say
 from schedlab.measuring import ab as abmod
 from schedlab.measuring import compare as comparemod
+from schedlab.measuring import costmodel, costtable
 from schedlab.measuring import linecount, lineproof
 from schedlab.measuring import measure as measuremod
 from schedlab.measuring import results as resmod
@@ -80,7 +81,19 @@ def add_reparse(sub: Sub) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    if not args.model and (args.other_llc or args.model_func):
+        raise LabError("compare: --other-llc and --func are for the cost model; give --model too")
+    extra = [o for o, on in (("--each", args.each), ("--plots", args.plots)) if on]
+    if args.model and extra:
+        raise LabError(f"compare: --model prints the cost model's tables alone; "
+                       f"drop {' and '.join(extra)}")
+    if args.model_func is not None and not args.model_func.strip():
+        raise LabError("compare: --func needs a function's name")
     a_dir, b_dir = resmod.find(args.a), resmod.find(args.b)
+    if args.model:
+        say(costtable.model_table(a_dir, b_dir, args.model_func or costmodel.FUNC, args.markdown,
+                                  args.other_llc))
+        return 0
     plots = args.plots
     if plots is None and not args.no_plots:
         plots = comparemod.default_plots(a_dir, b_dir)
@@ -93,7 +106,9 @@ def add_compare(sub: Sub) -> None:
     s = command(sub, "compare", cmd_compare, "compare two result sets", """
 ./schedlab compare ab-smt4-base ab-smt4-patched --headline
 ./schedlab compare base patched --markdown --no-plots
-./schedlab compare base patched --only 'should_we_balance' --each""")
+./schedlab compare base patched --only 'should_we_balance' --each
+./schedlab compare lines-pp-swb-smt8-base lines-pp-swb-smt8-swb --model
+./schedlab compare lines-lbstats-smt8-off lines-lbstats-smt8-on --model --func update_sd_lb_stats""")
     s.add_argument("a", type=result_set_arg)
     s.add_argument("b", type=result_set_arg)
     s.add_argument("--markdown", action="store_true")
@@ -106,6 +121,17 @@ def add_compare(sub: Sub) -> None:
     pick.add_argument("--only", metavar="REGEX", help="only the metrics matching REGEX")
     pick.add_argument("--headline", action="store_true",
                       help="only the headline metrics (the rows 'ab' prints)")
+    pick.add_argument("--model", action="store_true",
+                      help="the cost model instead of the metrics: a function's lines moved "
+                      "per call by distance and instructions, per workload and level, and "
+                      "the ns per call each CPU family's published core-to-core latencies "
+                      "predict (sets of a --probe lines run)")
+    s.add_argument("--func", dest="model_func", metavar="FUNC",
+                   help=f"with --model: the function (default {costmodel.FUNC})")
+    s.add_argument("--other-llc", action="store_true",
+                   help="with --model: price lines to another core of the LLC at the "
+                   "family's figure for another LLC of the socket, as if every other core "
+                   "of the guest's node sat in an LLC of its own")
 
 
 def cmd_ab(args: argparse.Namespace) -> int:

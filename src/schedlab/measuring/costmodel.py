@@ -93,42 +93,61 @@ def family_of(model: str) -> Optional[Family]:
 
 @dataclass(frozen=True)
 class Counts:
-    """A function's calls in a VM run, over all levels: lines moved per
-    call by distance, and instructions per call."""
+    """A function's calls in a VM run (at one level, or over every level):
+    lines moved per call by distance, instructions per call, calls; RUNS:
+    how many runs these are the mean of."""
     moved: Dict[str, float]
     insns: float
     calls: float
+    runs: int = 1
 
 
-def counts(run: dict, func: str = FUNC) -> Counts:
-    """FUNC's per-call means over every level of RUN (a run-*.json), each
-    level weighted by its calls; the idle-type splits are not added again."""
+def levels(run: dict, func: str = FUNC) -> List[str]:
+    """The levels RUN has FUNC's lines metrics for ('MC', 'MC, idle', ...)."""
+    pre = f"{func} calls (lines) ("
+    return [k[len(pre):-1] for k in run.get("metrics", {}) if k.startswith(pre)]
+
+
+def counts(run: dict, func: str = FUNC, level: Optional[str] = None) -> Counts:
+    """FUNC's per-call means in RUN (a run-*.json): at LEVEL ('NUMA' or
+    'NUMA, idle'), or over every level, each weighted by its calls (the
+    idle-type splits not added again)."""
     m = run.get("metrics", {})
-    levels = [k[len(f"{func} calls (lines) ("):-1] for k in m
-              if k.startswith(f"{func} calls (lines) (") and "," not in k]
-    calls = {lv: m[f"{func} calls (lines) ({lv})"]["value"] for lv in levels}
+    lvs = [level] if level else [lv for lv in levels(run, func) if "," not in lv]
+    calls = {lv: m.get(f"{func} calls (lines) ({lv})", {}).get("value", 0) for lv in lvs}
     total = sum(calls.values())
     if not total:
-        raise LabError(f"cost model: no calls of {func} in the run's lines metrics")
+        raise LabError(f"cost model: no calls of {func}" + (f" at {level}" if level else "")
+                       + " in the run's lines metrics")
 
     def mean(name: str) -> float:
-        return sum(calls[lv] * m[f"{func} {name} ({lv})"]["value"] for lv in levels) / total
+        try:
+            return sum(calls[lv] * m[f"{func} {name} ({lv})"]["value"]
+                       for lv in lvs if calls[lv]) / total
+        except KeyError as e:
+            raise LabError(f"cost model: the run has calls of {func} but no metric {e}") from e
     return Counts({d: mean(f"lines moved per call at distance {d}, mean")
                    for d in linecount.DISTANCES},
                   mean("instructions per call (lines), mean"), total)
 
 
-def vm_counts(folder: Path, func: str = FUNC) -> Dict[str, Counts]:
-    """Per workload, FUNC's counts over the runs of a result set: each
-    run's means, averaged over the runs."""
+def vm_counts(folder: Path, func: str = FUNC, level: Optional[str] = None) -> Dict[str, Counts]:
+    """Per workload, FUNC's counts (at LEVEL, or over every level) over the
+    runs of a result set: each run's means, averaged over the runs that
+    have a call there."""
     out: Dict[str, List[Counts]] = {}
     for run in tablemod.load_runs(folder):
-        out.setdefault(run["workload"], []).append(counts(run, func))
+        try:
+            out.setdefault(run["workload"], []).append(counts(run, func, level))
+        except LabError as e:
+            if level is None or "no calls" not in str(e):
+                raise LabError(f"{folder.name}, {run.get('workload')}: {e}") from e
 
     def avg(cs: List[Counts]) -> Counts:
         return Counts({d: sum(c.moved[d] for c in cs) / len(cs) for d in linecount.DISTANCES},
-                      sum(c.insns for c in cs) / len(cs), sum(c.calls for c in cs) / len(cs))
-    return {w: avg(cs) for w, cs in out.items()}
+                      sum(c.insns for c in cs) / len(cs), sum(c.calls for c in cs) / len(cs),
+                      len(cs))
+    return {w: avg(cs) for w, cs in out.items() if cs}
 
 
 @dataclass(frozen=True)
@@ -139,13 +158,15 @@ class Prediction:
     high: float
     unpriced: Dict[str, float]
 
-    def text(self) -> str:
-        """'78 ns', or '59-81 ns' where the figures' range spans 1 ns or more,
-        and the unpriced lines."""
+    def ns(self) -> str:
+        """'78', or '59-81' where the figures' range spans 1 ns or more."""
         lo, hi = sorted((self.low, self.high))
-        ns = f"{lo:.0f}" if hi - lo < 1 else f"{lo:.0f}-{hi:.0f}"
+        return f"{lo:.0f}" if hi - lo < 1 else f"{lo:.0f}-{hi:.0f}"
+
+    def text(self) -> str:
+        """'78 ns', or '59-81 ns', and the unpriced lines."""
         gaps = ", ".join(f"{v:.2f} at {d}" for d, v in self.unpriced.items())
-        return f"{ns} ns" + (f" + unpriced lines ({gaps})" if gaps else "")
+        return f"{self.ns()} ns" + (f" + unpriced lines ({gaps})" if gaps else "")
 
     def minus(self, other: "Prediction") -> "Prediction":
         """This prediction less OTHER, bound by bound, unpriced lines too."""
