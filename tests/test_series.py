@@ -207,3 +207,26 @@ def test_revisions_by_name(tmp_path, monkeypatch):
     assert s.resolve_rev(tree, "topic-x~1") == _git(tree.path, "rev-parse", "HEAD~1").strip()
     with pytest.raises(LabError, match="no commit 'nope'"):
         s.resolve_rev(tree, "nope")
+
+
+def test_a_kit_patch_that_does_not_apply_is_reported_and_its_am_aborted(tmp_path, monkeypatch):
+    # The series check goes on after the kit's row: the tree must not be
+    # left in the middle of git am.
+    from schedlab.series import kit_copies
+    monkeypatch.setenv("SCHEDLAB_WORK", str(tmp_path / "work"))
+    (tmp_path / "work" / "trees").mkdir(parents=True)
+    (tmp_path / "work" / "logs").mkdir()
+    tree, lab = _repo(tmp_path, monkeypatch, ["sched/fair: Change f\n\nWhy."])
+    s.export(tree, tree.base, "HEAD", lab / "patches", cover=False)
+    (lab / "patches" / "series").write_text(
+        "".join(p.name + "\n" for p in sorted((lab / "patches").glob("*.patch"))))
+    kit = lab / "patches" / "kit"
+    kit.mkdir()
+    stale = _git(tree.path, "format-patch", "--stdout", "-1", "HEAD").replace("-base\n+0\n",
+                                                                             "-gone\n+0\n")
+    (kit / "0001-stale.patch").write_text(stale)
+    (kit / "series").write_text("0001-stale.patch\n")
+    problems = kit_copies.check(tree)
+    assert problems and "0001-stale.patch does not apply" in problems[0]
+    assert "aborted" in problems[0] and "series apply --kit" in problems[0]
+    assert not s.am_in_progress(tree)

@@ -10,7 +10,7 @@ from typing import List, Optional
 from schedlab.core.source import Tree
 from schedlab.core.util import LabError, git
 from schedlab.series import topics
-from schedlab.series.patchset import ensure_variant, kit_dir, read_series
+from schedlab.series.patchset import am_in_progress, ensure_variant, kit_dir, read_series
 
 TOPIC = "swb"
 FUNCTION = "__should_we_balance"
@@ -72,7 +72,14 @@ def check(tree: Tree) -> Optional[List[str]]:
         kit = ensure_variant(tree, "patched", kit=True)
         commits = state_commits(tree, tip)
     except LabError as e:
-        return [f"the kit's patch cannot be checked: {e}"]
+        if not am_in_progress(tree):
+            return [f"the kit's patch cannot be checked: {e}"]
+        # The checks after this one need a tree that is not in the middle
+        # of git am: say which patch failed, and leave the tree as it was.
+        git(tree.path, "am", "--abort", check=False)
+        return [f"the kit's patch cannot be checked: {str(e).splitlines()[0]}; the git am "
+                f"was aborted (run './schedlab series apply --kit' to resolve it, then "
+                f"'./schedlab series export --kit')"]
     originals = [function_text(git(tree.path, "show", f"{c}:{FAIR}"), FUNCTION)
                  for c in commits]
     return compare(git(tree.path, "show", f"{kit}:{FAIR}"), originals)
