@@ -7,7 +7,7 @@ set, then the ns per call each CPU family's published latencies predict
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from schedlab.core.util import LabError, render_table
 from schedlab.measuring import costmodel, linecount
