@@ -137,11 +137,14 @@ def vm_counts(folder: Path, func: str = FUNC, level: Optional[str] = None) -> Di
     have a call there."""
     out: Dict[str, List[Counts]] = {}
     for run in tablemod.load_runs(folder):
+        cs = out.setdefault(run["workload"], [])
+        at = run.get("metrics", {}).get(f"{func} calls (lines) ({level})", {})
+        if level is not None and not at.get("value"):
+            continue                    # no call at LEVEL in this run
         try:
-            out.setdefault(run["workload"], []).append(counts(run, func, level))
+            cs.append(counts(run, func, level))
         except LabError as e:
-            if level is None or "no calls" not in str(e):
-                raise LabError(f"{folder.name}, {run.get('workload')}: {e}") from e
+            raise LabError(f"{folder.name}, {run.get('workload')}: {e}") from e
 
     def avg(cs: List[Counts]) -> Counts:
         return Counts({d: sum(c.moved[d] for c in cs) / len(cs) for d in linecount.DISTANCES},
